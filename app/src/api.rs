@@ -1,0 +1,20 @@
+//! Server functions: each takes the backend from context, calls it, and maps the error.
+//! They stay this thin so that every rule lives behind `AdminBackend`, where it is tested.
+
+use crate::backend::InboxPage;
+use crate::error::AppError;
+use leptos::prelude::*;
+
+/// Rows per inbox page: enough to scan by eye, small enough to render instantly.
+pub const INBOX_PAGE_SIZE: u32 = 50;
+
+#[server]
+pub async fn load_inbox(before: Option<i64>) -> Result<InboxPage, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+
+    expect_context::<Arc<dyn AdminBackend>>()
+        .inbox_page(before, INBOX_PAGE_SIZE)
+        .await
+        .map_err(AppError::Backend)
+}

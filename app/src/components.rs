@@ -1,0 +1,61 @@
+//! Pieces shared by the pages: the top bar, status badges and the error panel.
+
+use crate::error::AppError;
+use crate::format::status_class;
+use leptos::prelude::*;
+use leptos_router::components::A;
+
+#[component]
+pub fn TopBar() -> impl IntoView {
+    view! {
+        <header class="topbar">
+            <a class="brand" href="/">
+                <span class="brand-mark" aria-hidden="true">"1"</span>
+                "oncehook"
+            </a>
+            // Orders, Dead letters and Overview join this list as their pages land.
+            <nav class="mainnav" aria-label="Main">
+                <A href="/">"Inbox"</A>
+            </nav>
+        </header>
+    }
+}
+
+/// A processing status as a coloured pill, with the processor's reason under it when it gave one.
+#[component]
+pub fn StatusBadge(status: String, reason: Option<String>) -> impl IntoView {
+    let class = status_class(&status);
+    view! {
+        <span class=class title=reason.clone()>
+            {status}
+        </span>
+        {reason.map(|reason| view! { <span class="reason">{reason}</span> })}
+    }
+}
+
+/// Shows a failed server call and, during SSR, gives the response the matching status code so
+/// that monitoring and scripts see the failure too, not only people.
+#[component]
+pub fn ErrorPanel(error: AppError) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        if let Ok(status) = http::StatusCode::from_u16(error.status_code()) {
+            response.set_status(status);
+        }
+    }
+    let detail = match &error {
+        AppError::Backend(detail) | AppError::Transport(detail) => Some(detail.clone()),
+        AppError::NotFound => None,
+    };
+    let hint = match error {
+        AppError::NotFound => "Check the address, or go back to the inbox.",
+        _ => "Nothing was changed. Reload the page to try again.",
+    };
+    view! {
+        <section class="panel panel-error" role="alert">
+            <h2>{error.title()}</h2>
+            {detail.map(|detail| view! { <pre class="detail">{detail}</pre> })}
+            <p>{hint}</p>
+        </section>
+    }
+}

@@ -1,0 +1,77 @@
+//! The one error type of the dashboard. Every server function returns it, so a page has a
+//! single place to turn a failure into a message and an HTTP status.
+
+use leptos::server_fn::{
+    codec::JsonEncoding,
+    error::{FromServerFnError, ServerFnErrorErr},
+};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AppError {
+    /// The store could not answer (database down, query failed). The text is the backend's.
+    Backend(String),
+    /// The page or record asked for does not exist.
+    NotFound,
+    /// The request never reached the backend: network, encoding or bad arguments.
+    Transport(String),
+}
+
+impl AppError {
+    pub fn status_code(&self) -> u16 {
+        match self {
+            // The dashboard itself works; what it depends on does not, and retrying may help.
+            AppError::Backend(_) => 503,
+            AppError::NotFound => 404,
+            AppError::Transport(_) => 500,
+        }
+    }
+
+    pub fn title(&self) -> &'static str {
+        match self {
+            AppError::Backend(_) => "The event store is not answering",
+            AppError::NotFound => "Not found",
+            AppError::Transport(_) => "The dashboard could not reach the server",
+        }
+    }
+}
+
+impl fmt::Display for AppError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AppError::Backend(detail) | AppError::Transport(detail) => {
+                write!(f, "{}: {detail}", self.title())
+            }
+            AppError::NotFound => f.write_str(self.title()),
+        }
+    }
+}
+
+impl std::error::Error for AppError {}
+
+impl FromServerFnError for AppError {
+    type Encoder = JsonEncoding;
+
+    fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
+        AppError::Transport(value.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_failures_are_retryable_server_errors() {
+        assert_eq!(AppError::Backend("db down".into()).status_code(), 503);
+        assert_eq!(AppError::NotFound.status_code(), 404);
+    }
+
+    #[test]
+    fn survives_the_wire() {
+        let err = AppError::Backend("pool timed out".into());
+        let bytes = err.ser();
+        assert_eq!(AppError::de(bytes), err);
+    }
+}

@@ -1,0 +1,84 @@
+//! Small pure helpers that turn view data into what a person reads.
+
+/// `2025-11-29T21:03:12.123456Z` → `2025-11-29 21:03:12`. The column header says UTC, so
+/// the zone suffix and sub-second digits are noise. Anything that doesn't look like RFC 3339
+/// is shown unchanged rather than hidden.
+pub fn short_timestamp(rfc3339: &str) -> String {
+    let bytes = rfc3339.as_bytes();
+    let digit = |i: usize| bytes[i].is_ascii_digit();
+    let looks_like_rfc3339 = bytes.len() >= 19
+        && [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]
+            .into_iter()
+            .all(digit)
+        && bytes[4] == b'-'
+        && bytes[7] == b'-'
+        && matches!(bytes[10], b'T' | b't' | b' ')
+        && bytes[13] == b':'
+        && bytes[16] == b':';
+    if looks_like_rfc3339 {
+        format!("{} {}", &rfc3339[..10], &rfc3339[11..19])
+    } else {
+        rfc3339.to_string()
+    }
+}
+
+/// The CSS modifier for a processing status. Statuses come from the database as free text,
+/// so only known ones become class names; anything else gets a neutral look.
+pub fn status_class(status: &str) -> &'static str {
+    match status {
+        "applied" => "badge badge-ok",
+        "pending" | "processing" => "badge badge-info",
+        "stale" => "badge badge-warn",
+        "refused" | "failed" => "badge badge-bad",
+        "duplicate" | "ignored" => "badge badge-muted",
+        _ => "badge badge-unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_fraction_and_zone() {
+        assert_eq!(
+            short_timestamp("2025-11-29T21:03:12.123456Z"),
+            "2025-11-29 21:03:12"
+        );
+        assert_eq!(
+            short_timestamp("2025-11-29T21:03:12+00:00"),
+            "2025-11-29 21:03:12"
+        );
+    }
+
+    #[test]
+    fn leaves_unexpected_text_alone() {
+        assert_eq!(short_timestamp("yesterday"), "yesterday");
+        assert_eq!(short_timestamp(""), "");
+        assert_eq!(
+            short_timestamp("2025-11-29T21:03:1é"),
+            "2025-11-29T21:03:1é"
+        );
+        assert_eq!(
+            short_timestamp("2025-11-29 oops and more"),
+            "2025-11-29 oops and more"
+        );
+    }
+
+    #[test]
+    fn every_documented_status_has_a_colour() {
+        for status in [
+            "pending",
+            "processing",
+            "applied",
+            "duplicate",
+            "stale",
+            "refused",
+            "ignored",
+            "failed",
+        ] {
+            assert_ne!(status_class(status), "badge badge-unknown", "{status}");
+        }
+        assert_eq!(status_class("\" onmouseover=\"x"), "badge badge-unknown");
+    }
+}

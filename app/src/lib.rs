@@ -1,0 +1,79 @@
+//! oncehook's dashboard. Rendered on the server (the pages work without JavaScript) and
+//! hydrated in the browser when the WASM bundle is present.
+
+pub mod api;
+pub mod backend;
+pub mod components;
+pub mod error;
+pub mod format;
+pub mod pages;
+
+use components::TopBar;
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Title};
+use leptos_router::{
+    components::{Route, Router, Routes},
+    path, SsrMode,
+};
+use pages::{inbox::InboxPage, not_found::NotFound};
+
+/// Inline, so the icon never costs a request or a 404 when `public/` was not deployed.
+const FAVICON: &str = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' \
+    viewBox='0 0 32 32'%3E%3Crect width='32' height='32' rx='7' fill='%23155eef'/%3E\
+    %3Ctext x='16' y='23' font-family='sans-serif' font-size='19' font-weight='700' \
+    text-anchor='middle' fill='white'%3E1%3C/text%3E%3C/svg%3E";
+
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    let stylesheet = format!("/{}/{}.css", options.site_pkg_dir, options.output_name);
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="robots" content="noindex"/>
+                <link rel="stylesheet" href=stylesheet/>
+                <link rel="icon" href=FAVICON/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+
+    // Effects run only in the browser, so this attribute appears exactly when hydration has
+    // happened; end-to-end tests wait for it instead of guessing with timeouts.
+    let (hydrated, set_hydrated) = signal(false);
+    Effect::new(move |_| set_hydrated.set(true));
+
+    view! {
+        <Title formatter=|page: String| format!("{page} · oncehook")/>
+        <Router>
+            <div class="app" data-hydrated=move || hydrated.get().then_some("true")>
+                <TopBar/>
+                <main class="content">
+                    // Async: the server waits for the data, so the first HTML already holds
+                    // the events and the page is complete without JavaScript.
+                    <Routes fallback=|| view! { <NotFound/> }>
+                        <Route path=path!("/") view=InboxPage ssr=SsrMode::Async/>
+                        <Route path=path!("/inbox") view=InboxPage ssr=SsrMode::Async/>
+                    </Routes>
+                </main>
+            </div>
+        </Router>
+    }
+}
+
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(App);
+}

@@ -1,0 +1,140 @@
+//! The inbox: every event the receiver stored, newest first, one row per event however many
+//! times the provider delivered it.
+
+use crate::api::load_inbox;
+use crate::backend::{InboxEventView, InboxPage as Page};
+use crate::components::{ErrorPanel, StatusBadge};
+use crate::format::short_timestamp;
+use leptos::either::Either;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+#[component]
+pub fn InboxPage() -> impl IntoView {
+    let query = use_query_map();
+    // A malformed cursor falls back to the newest page rather than to an error: the link was
+    // hand-edited, and the newest events are what the person most likely wants.
+    let before =
+        Memo::new(move |_| query.with(|q| q.get("before").and_then(|b| b.parse::<i64>().ok())));
+    let page = Resource::new(move || before.get(), load_inbox);
+
+    view! {
+        <Title text="Inbox"/>
+        <header class="page-header">
+            <h1>"Inbox"</h1>
+            <p class="lede">
+                "Every webhook event received, newest first. "
+                "An event delivered many times is one row; its deliveries are counted."
+            </p>
+        </header>
+        <Transition fallback=|| view! { <p class="loading">"Loading events…"</p> }>
+            {move || Suspend::new(async move {
+                let is_first_page = before.get().is_none();
+                match page.await {
+                    Ok(page) => Either::Left(view! { <InboxTable page is_first_page/> }),
+                    Err(error) => Either::Right(view! { <ErrorPanel error/> }),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn InboxTable(page: Page, is_first_page: bool) -> impl IntoView {
+    if page.events.is_empty() {
+        let message = if is_first_page {
+            "No events yet. They appear here as soon as a provider delivers one."
+        } else {
+            "No older events."
+        };
+        return Either::Left(view! {
+            <section class="panel empty">
+                <p>{message}</p>
+                {(!is_first_page).then(|| view! { <a href="/">"Back to the newest events"</a> })}
+            </section>
+        });
+    }
+
+    let shown = page.events.len();
+    let rows = page
+        .events
+        .into_iter()
+        .map(|event| view! { <InboxRow event/> })
+        .collect_view();
+
+    Either::Right(view! {
+        <div class="table-wrap">
+            <table class="data" id="inbox-table">
+                <thead>
+                    <tr>
+                        <th scope="col">"Provider"</th>
+                        <th scope="col">"Event ID"</th>
+                        <th scope="col">"Type"</th>
+                        <th scope="col">"Status"</th>
+                        <th scope="col">"Order"</th>
+                        <th scope="col" class="num">"Deliveries"</th>
+                        <th scope="col">"Received (UTC)"</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+        <nav class="pager" aria-label="Inbox pages">
+            <span class="pager-info">{pager_summary(shown, is_first_page)}</span>
+            <span class="pager-links">
+                {(!is_first_page).then(|| view! { <a class="button" href="/">"Newest"</a> })}
+                {page.next_before.map(|id| view! {
+                    <a class="button" rel="next" href=format!("/?before={id}")>"Older →"</a>
+                })}
+            </span>
+        </nav>
+    })
+}
+
+fn pager_summary(shown: usize, is_first_page: bool) -> String {
+    let events = if shown == 1 { "event" } else { "events" };
+    if is_first_page {
+        format!("Showing the {shown} newest {events}")
+    } else {
+        format!("Showing {shown} older {events}")
+    }
+}
+
+#[component]
+fn InboxRow(event: InboxEventView) -> impl IntoView {
+    let InboxEventView {
+        provider,
+        event_id,
+        event_type,
+        status,
+        reason,
+        order_id,
+        deliveries,
+        received_at,
+        ..
+    } = event;
+    let repeated = deliveries > 1;
+    let deliveries_title = if repeated {
+        format!("Delivered {deliveries} times, processed once")
+    } else {
+        "Delivered once".to_string()
+    };
+    let missing = || view! { <span class="none">"—"</span> };
+
+    view! {
+        <tr>
+            <td><span class="provider">{provider}</span></td>
+            <td class="mono event-id">{event_id}</td>
+            <td class="mono">{event_type.map(Either::Left).unwrap_or_else(|| Either::Right(missing()))}</td>
+            <td class="status"><StatusBadge status reason/></td>
+            <td class="mono">{order_id.map(Either::Left).unwrap_or_else(|| Either::Right(missing()))}</td>
+            <td class="num" class:repeated=repeated title=deliveries_title>{deliveries}</td>
+            <td class="time">
+                <time datetime=received_at.clone() title=received_at.clone()>
+                    {short_timestamp(&received_at)}
+                </time>
+            </td>
+        </tr>
+    }
+}

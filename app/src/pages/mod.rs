@@ -1,0 +1,2 @@
+pub mod inbox;
+pub mod not_found;

@@ -1,0 +1,336 @@
+//! Configuration: defaults, then a TOML file, then `ONCEHOOK_*` environment variables
+//! (nested keys with `__`, e.g. `ONCEHOOK_PROCESSOR__WORKERS=8`), then command-line flags.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+use crate::mapping::{self, EventRule, Mapping};
+use crate::signature::{SchemeKind, Verifier};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// `sqlite://data/oncehook.db` (default) or `postgres://…`.
+    pub database_url: String,
+    /// Where the SQLite file and the generated development secret live.
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// The built dashboard assets (`target/site` after scripts/build-frontend.sh).
+    pub site_root: PathBuf,
+    pub providers: Vec<ProviderSettings>,
+    pub receiver: ReceiverSettings,
+    pub processor: ProcessorSettings,
+    pub outbox: OutboxSettings,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSettings {
+    pub name: String,
+    pub scheme: SchemeKind,
+    pub secrets: Vec<String>,
+    #[serde(default = "default_tolerance")]
+    pub tolerance_secs: u64,
+    /// A built-in mapping (`stripe`, `standard-webhooks`); defaults to the scheme's.
+    #[serde(default)]
+    pub mapping: Option<String>,
+    /// Per event type rules layered over the built-in mapping.
+    #[serde(default)]
+    pub events: BTreeMap<String, EventRule>,
+}
+
+fn default_tolerance() -> u64 {
+    300
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverSettings {
+    pub enabled: bool,
+    pub max_body_bytes: usize,
+    /// Requests waiting longer than this for their commit get 503 (the provider retries).
+    pub commit_timeout_ms: u64,
+    /// Most events written in one transaction by an ingest writer.
+    pub max_batch: usize,
+    /// Concurrent ingest writers; SQLite has one writer whatever this says.
+    pub writers: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessorSettings {
+    pub enabled: bool,
+    pub workers: usize,
+    pub claim_batch: i64,
+    /// Fallback poll when no wake-up arrives.
+    pub poll_interval_ms: u64,
+    /// A claimed event not finished within this is claimed again (crashed worker).
+    pub lease_secs: i64,
+    /// Retries of transient failures (database errors, order not known yet) before the
+    /// event is filed as failed.
+    pub max_attempts: i64,
+    pub retry_base_ms: i64,
+    pub retry_cap_ms: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxSettings {
+    /// Sinks every applied transition is announced to (`order.<status>` topics).
+    pub sinks: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            database_url: "sqlite://data/oncehook.db".into(),
+            data_dir: "data".into(),
+            listen: "127.0.0.1:8080".parse().expect("valid default address"),
+            site_root: "target/site".into(),
+            providers: vec![],
+            receiver: ReceiverSettings {
+                enabled: true,
+                max_body_bytes: 256 * 1024,
+                commit_timeout_ms: 5_000,
+                max_batch: 256,
+                writers: 4,
+            },
+            processor: ProcessorSettings {
+                enabled: true,
+                workers: 4,
+                claim_batch: 32,
+                poll_interval_ms: 1_000,
+                lease_secs: 30,
+                max_attempts: 12,
+                retry_base_ms: 500,
+                retry_cap_ms: 300_000,
+            },
+            outbox: OutboxSettings {
+                sinks: vec!["log".into()],
+            },
+        }
+    }
+}
+
+/// Flags that override everything else.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+}
+
+const TOP_LEVEL_KEYS: [&str; 8] = [
+    "database_url",
+    "data_dir",
+    "listen",
+    "site_root",
+    "providers",
+    "receiver",
+    "processor",
+    "outbox",
+];
+
+impl Settings {
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> anyhow::Result<Settings> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        if let Some(file) = file {
+            anyhow::ensure!(
+                file.exists(),
+                "config file {} does not exist",
+                file.display()
+            );
+            figment = figment.merge(Toml::file(file));
+        }
+        figment
+            .merge(
+                Env::prefixed("ONCEHOOK_")
+                    .split("__")
+                    // Other ONCEHOOK_* variables (the test suite's) are not settings.
+                    .filter(|key| TOP_LEVEL_KEYS.iter().any(|k| key.as_str().starts_with(k))),
+            )
+            .merge(Serialized::defaults(overrides))
+            .extract()
+            .context("invalid configuration")
+    }
+
+    pub fn is_sqlite(&self) -> bool {
+        self.database_url.starts_with("sqlite:")
+    }
+
+    /// With no provider configured, a `stripe` provider with a development secret that is
+    /// generated once and kept under `data_dir`. Returns the secret when it did so.
+    pub fn ensure_dev_provider(&mut self) -> anyhow::Result<Option<String>> {
+        if !self.providers.is_empty() {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(&self.data_dir)
+            .with_context(|| format!("creating {}", self.data_dir.display()))?;
+        let path = self.data_dir.join("dev-stripe-secret");
+        let secret = match std::fs::read_to_string(&path) {
+            Ok(s) => s.trim().to_string(),
+            Err(_) => {
+                use rand::RngCore;
+                let mut bytes = [0u8; 24];
+                rand::thread_rng().fill_bytes(&mut bytes);
+                let secret = format!("whsec_dev_{}", hex::encode(bytes));
+                std::fs::write(&path, &secret)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                secret
+            }
+        };
+        self.providers.push(ProviderSettings {
+            name: "stripe".into(),
+            scheme: SchemeKind::Stripe,
+            secrets: vec![secret.clone()],
+            tolerance_secs: default_tolerance(),
+            mapping: None,
+            events: BTreeMap::new(),
+        });
+        Ok(Some(secret))
+    }
+}
+
+/// A provider ready for use: its verifier and its mapping.
+#[derive(Clone, Debug)]
+pub struct Provider {
+    pub name: String,
+    pub verifier: Verifier,
+    pub mapping: Mapping,
+}
+
+impl ProviderSettings {
+    pub fn build(&self) -> anyhow::Result<Provider> {
+        let base = match self.mapping.as_deref() {
+            Some("stripe") => mapping::stripe_default(),
+            Some("standard-webhooks") => mapping::standard_webhooks_default(),
+            Some(other) => anyhow::bail!("provider {}: unknown mapping {other:?}", self.name),
+            None => match self.scheme {
+                SchemeKind::Stripe => mapping::stripe_default(),
+                SchemeKind::StandardWebhooks => mapping::standard_webhooks_default(),
+            },
+        };
+        Ok(Provider {
+            name: self.name.clone(),
+            verifier: Verifier::new(self.scheme, &self.secrets, self.tolerance_secs)
+                .with_context(|| format!("provider {}", self.name))?,
+            mapping: base.with_overrides(&self.events),
+        })
+    }
+}
+
+/// All configured providers by name.
+#[derive(Clone, Debug, Default)]
+pub struct Providers(BTreeMap<String, Provider>);
+
+impl Providers {
+    pub fn build(settings: &[ProviderSettings]) -> anyhow::Result<Self> {
+        let mut map = BTreeMap::new();
+        for p in settings {
+            anyhow::ensure!(
+                map.insert(p.name.clone(), p.build()?).is_none(),
+                "provider {} is declared twice",
+                p.name
+            );
+        }
+        Ok(Providers(map))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Provider> {
+        self.0.get(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_in_the_issue_form_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("oncehook.toml");
+        std::fs::write(
+            &file,
+            r#"
+database_url = "sqlite://x.db"
+[[providers]]
+name = "stripe"
+scheme = "stripe"              # or "standard-webhooks"
+secrets = ["whsec_new", "whsec_old"]
+tolerance_secs = 300
+
+[[providers]]
+name = "acme"
+scheme = "standard-webhooks"
+secrets = ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]
+[providers.events."payment.captured"]
+transition = "pay"
+external_ref = ["/data/payment_id"]
+occurred_at = ["/timestamp"]
+"#,
+        )
+        .unwrap();
+        let overrides = Overrides {
+            listen: Some("127.0.0.1:9999".parse().unwrap()),
+            ..Default::default()
+        };
+        let s = Settings::load(Some(&file), &overrides).unwrap();
+        assert_eq!(s.database_url, "sqlite://x.db");
+        assert_eq!(s.listen.port(), 9999);
+        assert_eq!(s.providers[0].secrets.len(), 2);
+        let providers = Providers::build(&s.providers).unwrap();
+        assert!(providers
+            .get("acme")
+            .unwrap()
+            .mapping
+            .events
+            .contains_key("payment.captured"));
+        assert!(providers
+            .get("acme")
+            .unwrap()
+            .mapping
+            .events
+            .contains_key("payment.succeeded"));
+    }
+
+    #[test]
+    fn unknown_keys_and_missing_files_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, "databse_url = \"typo\"\n").unwrap();
+        let err = format!(
+            "{:#}",
+            Settings::load(Some(&file), &Overrides::default()).unwrap_err()
+        );
+        assert!(err.contains("databse_url"), "{err}");
+        let missing = dir.path().join("nope.toml");
+        assert!(Settings::load(Some(&missing), &Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn dev_provider_secret_is_generated_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Settings {
+            data_dir: dir.path().into(),
+            ..Settings::default()
+        };
+        let secret = a.ensure_dev_provider().unwrap().unwrap();
+        let mut b = Settings {
+            data_dir: dir.path().into(),
+            ..Settings::default()
+        };
+        assert_eq!(b.ensure_dev_provider().unwrap().unwrap(), secret);
+        assert_eq!(
+            a.ensure_dev_provider().unwrap(),
+            None,
+            "already has a provider"
+        );
+    }
+}

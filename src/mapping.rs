@@ -1,0 +1,509 @@
+//! Provider mappings: configuration data that turns a provider's event JSON into a domain
+//! transition. Every field is a list of JSON pointers tried in order (first present wins),
+//! so one mapping can follow a provider across API versions.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::domain::Transition;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mapping {
+    /// Where the event id is; empty for schemes that carry it in a header (`webhook-id`).
+    #[serde(default)]
+    pub event_id: Vec<String>,
+    pub event_type: Vec<String>,
+    #[serde(default)]
+    pub api_version: Vec<String>,
+    /// Oldest API version understood (compared on its leading `YYYY-MM-DD`); events older
+    /// than this, or without a version when one is required, are filed as unsupported.
+    #[serde(default)]
+    pub min_api_version: Option<String>,
+    #[serde(default)]
+    pub events: BTreeMap<String, EventRule>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventRule {
+    pub transition: Transition,
+    /// The merchant's order id; when absent the order is found through `lookup_ref`.
+    #[serde(default)]
+    pub order_id: Vec<String>,
+    /// The reference that names this business change (payment intent, refund id…).
+    pub external_ref: Vec<String>,
+    /// References under which earlier events may have named the order (defaults to
+    /// `external_ref`): a refund finds its order through its payment intent.
+    #[serde(default)]
+    pub lookup_ref: Vec<String>,
+    #[serde(default)]
+    pub amount: Vec<String>,
+    #[serde(default)]
+    pub currency: Vec<String>,
+    /// Unix seconds (number) or RFC 3339 (string).
+    pub occurred_at: Vec<String>,
+    #[serde(default)]
+    pub sequence: Vec<String>,
+    /// When `external_ref` is missing, file the event as ignored rather than failed
+    /// (e.g. `charge.refunded` in Stripe API versions that no longer embed the refund).
+    #[serde(default)]
+    pub ignore_without_ref: bool,
+}
+
+/// The parts of an event the receiver stores before any processing; lenient by design.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Envelope {
+    pub event_id: Option<String>,
+    pub event_type: Option<String>,
+    pub api_version: Option<String>,
+}
+
+/// An event turned into a domain transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MappedEvent {
+    pub event_type: String,
+    pub transition: Transition,
+    pub order_id: Option<String>,
+    pub external_ref: String,
+    pub lookup_refs: Vec<String>,
+    pub amount: Option<i64>,
+    pub currency: Option<String>,
+    pub occurred_at_ms: i64,
+    pub sequence: Option<i64>,
+}
+
+/// Why an event could not become a transition. Every variant is kept and filed, never lost.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MappingError {
+    #[error("body is not JSON: {0}")]
+    NotJson(String),
+    #[error("event has no type at {0}")]
+    NoType(String),
+    #[error("unknown event type {0:?}")]
+    UnknownType(String),
+    #[error("unsupported API version {found:?} (this mapping understands {min} and later)")]
+    UnsupportedVersion { found: Option<String>, min: String },
+    #[error("{field}: no value at any of {pointers}")]
+    Missing {
+        field: &'static str,
+        pointers: String,
+    },
+    #[error("{field}: value at {pointer} is not {expected}")]
+    Invalid {
+        field: &'static str,
+        pointer: String,
+        expected: &'static str,
+    },
+}
+
+impl MappingError {
+    /// Unknown types are not failures: the provider sends many events we don't act on.
+    pub fn is_ignorable(&self) -> bool {
+        matches!(self, MappingError::UnknownType(_))
+    }
+}
+
+fn first<'a>(doc: &'a Value, pointers: &'a [String]) -> Option<(&'a String, &'a Value)> {
+    pointers
+        .iter()
+        .find_map(|p| doc.pointer(p).filter(|v| !v.is_null()).map(|v| (p, v)))
+}
+
+fn text(doc: &Value, pointers: &[String]) -> Option<String> {
+    first(doc, pointers).and_then(|(_, v)| match v {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
+fn required_text(
+    doc: &Value,
+    pointers: &[String],
+    field: &'static str,
+) -> Result<String, MappingError> {
+    text(doc, pointers).ok_or_else(|| MappingError::Missing {
+        field,
+        pointers: pointers.join(", "),
+    })
+}
+
+fn integer(
+    doc: &Value,
+    pointers: &[String],
+    field: &'static str,
+) -> Result<Option<i64>, MappingError> {
+    match first(doc, pointers) {
+        None => Ok(None),
+        Some((p, v)) => v.as_i64().map(Some).ok_or_else(|| MappingError::Invalid {
+            field,
+            pointer: p.clone(),
+            expected: "an integer",
+        }),
+    }
+}
+
+fn timestamp_ms(doc: &Value, pointers: &[String]) -> Result<i64, MappingError> {
+    let (p, v) = first(doc, pointers).ok_or_else(|| MappingError::Missing {
+        field: "occurred_at",
+        pointers: pointers.join(", "),
+    })?;
+    let invalid = || MappingError::Invalid {
+        field: "occurred_at",
+        pointer: p.clone(),
+        expected: "Unix seconds or an RFC 3339 time",
+    };
+    match v {
+        Value::Number(n) => n.as_i64().map(|s| s * 1000).ok_or_else(invalid),
+        Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
+            .map(|t| t.timestamp_millis())
+            .map_err(|_| invalid()),
+        _ => Err(invalid()),
+    }
+}
+
+impl Mapping {
+    /// Reads id, type and API version without judging them; `header_event_id` wins for
+    /// schemes that sign the id in a header.
+    pub fn envelope(&self, doc: Option<&Value>, header_event_id: Option<&str>) -> Envelope {
+        Envelope {
+            event_id: header_event_id
+                .map(str::to_owned)
+                .or_else(|| doc.and_then(|d| text(d, &self.event_id))),
+            event_type: doc.and_then(|d| text(d, &self.event_type)),
+            api_version: doc.and_then(|d| text(d, &self.api_version)),
+        }
+    }
+
+    pub fn map(&self, body: &[u8]) -> Result<MappedEvent, MappingError> {
+        let doc: Value =
+            serde_json::from_slice(body).map_err(|e| MappingError::NotJson(e.to_string()))?;
+        let event_type = text(&doc, &self.event_type)
+            .ok_or_else(|| MappingError::NoType(self.event_type.join(", ")))?;
+        if let Some(min) = &self.min_api_version {
+            let found = text(&doc, &self.api_version);
+            let understood = found
+                .as_deref()
+                .is_some_and(|v| v.get(..10).unwrap_or(v) >= min.as_str());
+            if !understood {
+                return Err(MappingError::UnsupportedVersion {
+                    found,
+                    min: min.clone(),
+                });
+            }
+        }
+        let rule = self
+            .events
+            .get(&event_type)
+            .ok_or_else(|| MappingError::UnknownType(event_type.clone()))?;
+        let external_ref = match text(&doc, &rule.external_ref) {
+            Some(r) => r,
+            None if rule.ignore_without_ref => {
+                return Err(MappingError::UnknownType(format!(
+                    "{event_type} without {}",
+                    rule.external_ref.join(", ")
+                )))
+            }
+            None => required_text(&doc, &rule.external_ref, "external_ref")?,
+        };
+        let lookup = if rule.lookup_ref.is_empty() {
+            &rule.external_ref
+        } else {
+            &rule.lookup_ref
+        };
+        let mut lookup_refs: Vec<String> = lookup
+            .iter()
+            .filter_map(|p| text(&doc, std::slice::from_ref(p)))
+            .collect();
+        if !lookup_refs.contains(&external_ref) {
+            lookup_refs.push(external_ref.clone());
+        }
+        Ok(MappedEvent {
+            transition: rule.transition,
+            order_id: text(&doc, &rule.order_id),
+            external_ref,
+            lookup_refs,
+            amount: integer(&doc, &rule.amount, "amount")?,
+            currency: text(&doc, &rule.currency).map(|c| c.to_ascii_uppercase()),
+            occurred_at_ms: timestamp_ms(&doc, &rule.occurred_at)?,
+            sequence: integer(&doc, &rule.sequence, "sequence")?,
+            event_type,
+        })
+    }
+
+    /// Layers per-type overrides from the config on top of a built-in mapping.
+    pub fn with_overrides(mut self, overrides: &BTreeMap<String, EventRule>) -> Self {
+        for (k, v) in overrides {
+            self.events.insert(k.clone(), v.clone());
+        }
+        self
+    }
+}
+
+fn ptrs(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn rule(
+    transition: Transition,
+    external_ref: &[&str],
+    lookup: &[&str],
+    amount: &[&str],
+) -> EventRule {
+    EventRule {
+        transition,
+        order_id: ptrs(&["/data/object/metadata/order_id"]),
+        external_ref: ptrs(external_ref),
+        lookup_ref: ptrs(lookup),
+        amount: ptrs(amount),
+        currency: ptrs(&["/data/object/currency"]),
+        occurred_at: ptrs(&["/created"]),
+        sequence: vec![],
+        ignore_without_ref: false,
+    }
+}
+
+/// The built-in Stripe mapping, API versions 2020-08-27 and later.
+pub fn stripe_default() -> Mapping {
+    use Transition::*;
+    // An invoice names its payment intent directly in older API versions and under the
+    // invoice's payments list in newer ones (2025-03-31 "basil" and later).
+    let invoice_pi = [
+        "/data/object/payment_intent",
+        "/data/object/payments/data/0/payment/payment_intent",
+    ];
+    let mut invoice = rule(Pay, &invoice_pi, &[], &["/data/object/amount_paid"]);
+    invoice.order_id = ptrs(&[
+        "/data/object/metadata/order_id",
+        "/data/object/subscription_details/metadata/order_id",
+        "/data/object/parent/subscription_details/metadata/order_id",
+    ]);
+    let pi = ["/data/object/id"];
+    let mut charge_refunded = rule(
+        Refund,
+        &["/data/object/refunds/data/0/id"],
+        &["/data/object/payment_intent", "/data/object/id"],
+        &[
+            "/data/object/refunds/data/0/amount",
+            "/data/object/amount_refunded",
+        ],
+    );
+    charge_refunded.ignore_without_ref = true;
+    let events = BTreeMap::from([
+        (
+            "payment_intent.amount_capturable_updated".into(),
+            rule(Authorize, &pi, &[], &["/data/object/amount_capturable"]),
+        ),
+        (
+            "payment_intent.succeeded".into(),
+            rule(
+                Pay,
+                &pi,
+                &[],
+                &["/data/object/amount_received", "/data/object/amount"],
+            ),
+        ),
+        ("invoice.payment_succeeded".into(), invoice.clone()),
+        ("invoice.paid".into(), invoice),
+        (
+            "payment_intent.payment_failed".into(),
+            rule(Fail, &pi, &[], &["/data/object/amount"]),
+        ),
+        (
+            "payment_intent.canceled".into(),
+            rule(Cancel, &pi, &[], &["/data/object/amount"]),
+        ),
+        ("charge.refunded".into(), charge_refunded),
+        (
+            "refund.created".into(),
+            rule(
+                Refund,
+                &["/data/object/id"],
+                &["/data/object/payment_intent", "/data/object/charge"],
+                &["/data/object/amount"],
+            ),
+        ),
+        (
+            "charge.dispute.created".into(),
+            rule(
+                Dispute,
+                &["/data/object/id"],
+                &["/data/object/payment_intent", "/data/object/charge"],
+                &["/data/object/amount"],
+            ),
+        ),
+    ]);
+    Mapping {
+        event_id: ptrs(&["/id"]),
+        event_type: ptrs(&["/type"]),
+        api_version: ptrs(&["/api_version"]),
+        min_api_version: Some("2020-08-27".into()),
+        events,
+    }
+}
+
+/// A mapping for Standard Webhooks senders with a payment payload of this shape:
+/// `{"type": "payment.succeeded", "timestamp": "<RFC 3339>", "data": {"order_id",
+/// "payment_id", "refund_id", "dispute_id", "amount", "currency", "sequence"}}`.
+pub fn standard_webhooks_default() -> Mapping {
+    use Transition::*;
+    let r = |transition, external_ref: &str| EventRule {
+        transition,
+        order_id: ptrs(&["/data/order_id"]),
+        external_ref: ptrs(&[external_ref]),
+        lookup_ref: ptrs(&["/data/payment_id"]),
+        amount: ptrs(&["/data/amount"]),
+        currency: ptrs(&["/data/currency"]),
+        occurred_at: ptrs(&["/timestamp"]),
+        sequence: ptrs(&["/data/sequence"]),
+        ignore_without_ref: false,
+    };
+    Mapping {
+        event_id: vec![],
+        event_type: ptrs(&["/type"]),
+        api_version: vec![],
+        min_api_version: None,
+        events: BTreeMap::from([
+            (
+                "payment.authorized".into(),
+                r(Authorize, "/data/payment_id"),
+            ),
+            ("payment.succeeded".into(), r(Pay, "/data/payment_id")),
+            ("payment.settled".into(), r(Settle, "/data/payment_id")),
+            ("payment.failed".into(), r(Fail, "/data/payment_id")),
+            ("payment.canceled".into(), r(Cancel, "/data/payment_id")),
+            ("refund.succeeded".into(), r(Refund, "/data/refund_id")),
+            ("dispute.created".into(), r(Dispute, "/data/dispute_id")),
+        ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pi_succeeded(api_version: &str) -> Value {
+        json!({
+            "id": "evt_1", "object": "event", "api_version": api_version, "created": 1700000000,
+            "type": "payment_intent.succeeded",
+            "data": {"object": {"id": "pi_1", "object": "payment_intent", "amount": 4200,
+                "amount_received": 4200, "currency": "eur", "metadata": {"order_id": "o-1"}}}
+        })
+    }
+
+    fn map(doc: &Value) -> Result<MappedEvent, MappingError> {
+        stripe_default().map(doc.to_string().as_bytes())
+    }
+
+    #[test]
+    fn maps_payment_intent_succeeded() {
+        let m = map(&pi_succeeded("2024-06-20")).unwrap();
+        assert_eq!(m.transition, Transition::Pay);
+        assert_eq!(m.order_id.as_deref(), Some("o-1"));
+        assert_eq!(m.external_ref, "pi_1");
+        assert_eq!(m.amount, Some(4200));
+        assert_eq!(m.currency.as_deref(), Some("EUR"));
+        assert_eq!(m.occurred_at_ms, 1_700_000_000_000);
+    }
+
+    #[test]
+    fn invoice_finds_the_payment_intent_in_old_and_new_api_versions() {
+        let old = json!({"id": "evt_2", "api_version": "2020-08-27", "created": 1, "type": "invoice.payment_succeeded",
+            "data": {"object": {"id": "in_1", "payment_intent": "pi_1", "amount_paid": 4200, "currency": "eur"}}});
+        let new = json!({"id": "evt_3", "api_version": "2025-03-31.basil", "created": 1, "type": "invoice.paid",
+            "data": {"object": {"id": "in_1", "amount_paid": 4200, "currency": "eur",
+                "payments": {"object": "list", "data": [{"payment": {"type": "payment_intent", "payment_intent": "pi_1"}}]}}}});
+        assert_eq!(map(&old).unwrap().external_ref, "pi_1");
+        let m = map(&new).unwrap();
+        assert_eq!(m.external_ref, "pi_1");
+        assert_eq!(m.order_id, None);
+        assert_eq!(m.lookup_refs, vec!["pi_1".to_string()]);
+    }
+
+    #[test]
+    fn refunds_key_on_the_refund_and_look_up_through_the_payment() {
+        let doc = json!({"id": "evt_4", "api_version": "2022-08-01", "created": 5, "type": "charge.refunded",
+            "data": {"object": {"id": "ch_1", "payment_intent": "pi_1", "amount_refunded": 4200, "currency": "eur",
+                "refunds": {"data": [{"id": "re_1", "amount": 4200}]}}}});
+        let m = map(&doc).unwrap();
+        assert_eq!(
+            (m.transition, m.external_ref.as_str()),
+            (Transition::Refund, "re_1")
+        );
+        assert_eq!(m.lookup_refs, vec!["pi_1", "ch_1", "re_1"]);
+        let newer = json!({"id": "evt_5", "api_version": "2024-06-20", "created": 5, "type": "charge.refunded",
+            "data": {"object": {"id": "ch_1", "payment_intent": "pi_1", "amount_refunded": 4200, "currency": "eur"}}});
+        assert!(map(&newer).unwrap_err().is_ignorable());
+    }
+
+    #[test]
+    fn unsupported_versions_unknown_types_and_bad_bodies_are_named() {
+        assert!(matches!(
+            map(&pi_succeeded("2019-12-03")),
+            Err(MappingError::UnsupportedVersion { .. })
+        ));
+        let mut no_version = pi_succeeded("x");
+        no_version.as_object_mut().unwrap().remove("api_version");
+        assert!(matches!(
+            map(&no_version),
+            Err(MappingError::UnsupportedVersion { found: None, .. })
+        ));
+        let mut unknown = pi_succeeded("2024-06-20");
+        unknown["type"] = json!("customer.created");
+        assert_eq!(
+            map(&unknown),
+            Err(MappingError::UnknownType("customer.created".into()))
+        );
+        assert!(matches!(
+            stripe_default().map(b"not json"),
+            Err(MappingError::NotJson(_))
+        ));
+        let mut bad_amount = pi_succeeded("2024-06-20");
+        bad_amount["data"]["object"]["amount_received"] = json!("lots");
+        assert!(matches!(
+            map(&bad_amount),
+            Err(MappingError::Invalid {
+                field: "amount",
+                ..
+            })
+        ));
+        let mut no_time = pi_succeeded("2024-06-20");
+        no_time.as_object_mut().unwrap().remove("created");
+        assert!(matches!(
+            map(&no_time),
+            Err(MappingError::Missing {
+                field: "occurred_at",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn standard_webhooks_mapping_reads_rfc3339_and_sequence() {
+        let doc = json!({"type": "payment.succeeded", "timestamp": "2024-01-01T10:00:00Z",
+            "data": {"order_id": "o-9", "payment_id": "pay_1", "amount": 100, "currency": "usd", "sequence": 3}});
+        let m = standard_webhooks_default()
+            .map(doc.to_string().as_bytes())
+            .unwrap();
+        assert_eq!(m.sequence, Some(3));
+        assert_eq!(m.occurred_at_ms, 1_704_103_200_000);
+        let env = standard_webhooks_default().envelope(Some(&doc), Some("msg_1"));
+        assert_eq!(env.event_id.as_deref(), Some("msg_1"));
+        assert_eq!(env.event_type.as_deref(), Some("payment.succeeded"));
+    }
+
+    #[test]
+    fn the_mapping_round_trips_through_toml_config() {
+        let text = toml_roundtrip(&stripe_default());
+        assert_eq!(text, stripe_default());
+    }
+
+    fn toml_roundtrip(m: &Mapping) -> Mapping {
+        let json = serde_json::to_value(m).unwrap();
+        serde_json::from_value(json).unwrap()
+    }
+}

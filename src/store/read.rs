@@ -1,0 +1,342 @@
+//! Read models for the CLI and the dashboard. Every list is keyset-paginated on an
+//! indexed id so pages stay fast at millions of rows.
+
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::Db;
+
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| ms.to_string())
+}
+
+fn time(row: &AnyRow, col: &str) -> Result<String, sqlx::Error> {
+    Ok(rfc3339(row.try_get(col)?))
+}
+
+fn opt_time(row: &AnyRow, col: &str) -> Result<Option<String>, sqlx::Error> {
+    Ok(row.try_get::<Option<i64>, _>(col)?.map(rfc3339))
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct EventRow {
+    pub id: i64,
+    pub provider: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub api_version: Option<String>,
+    pub status: String,
+    pub reason: Option<String>,
+    pub order_id: Option<String>,
+    pub effect_key: Option<String>,
+    pub attempts: i64,
+    pub deliveries: i64,
+    pub correlation_id: String,
+    pub received_at: String,
+    pub processed_at: Option<String>,
+}
+
+const EVENT_COLUMNS: &str = "i.id, i.provider, i.event_id, i.event_type, i.api_version, i.status, \
+    i.reason, i.order_id, i.effect_key, i.attempts, i.correlation_id, i.received_at, i.processed_at, \
+    (SELECT COUNT(*) FROM deliveries d WHERE d.provider = i.provider AND d.event_id = i.event_id) AS deliveries";
+
+fn event_row(row: AnyRow) -> Result<EventRow, sqlx::Error> {
+    Ok(EventRow {
+        id: row.try_get("id")?,
+        provider: row.try_get("provider")?,
+        event_id: row.try_get("event_id")?,
+        event_type: row.try_get("event_type")?,
+        api_version: row.try_get("api_version")?,
+        status: row.try_get("status")?,
+        reason: row.try_get("reason")?,
+        order_id: row.try_get("order_id")?,
+        effect_key: row.try_get("effect_key")?,
+        attempts: row.try_get("attempts")?,
+        deliveries: row.try_get("deliveries")?,
+        correlation_id: row.try_get("correlation_id")?,
+        received_at: time(&row, "received_at")?,
+        processed_at: opt_time(&row, "processed_at")?,
+    })
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct EventFilter {
+    pub provider: Option<String>,
+    pub status: Option<String>,
+    pub event_type: Option<String>,
+    pub order_id: Option<String>,
+    /// Keyset cursor: only events with a smaller inbox id.
+    pub before: Option<i64>,
+    pub limit: i64,
+}
+
+/// Latest events first.
+pub async fn list_events(db: &Db, filter: &EventFilter) -> anyhow::Result<Vec<EventRow>> {
+    let mut clauses = Vec::new();
+    let mut text_args = Vec::new();
+    for (col, value) in [
+        ("i.provider", &filter.provider),
+        ("i.status", &filter.status),
+        ("i.event_type", &filter.event_type),
+        ("i.order_id", &filter.order_id),
+    ] {
+        if let Some(v) = value {
+            text_args.push(v.clone());
+            clauses.push(format!("{col} = ${}", text_args.len()));
+        }
+    }
+    let n = text_args.len();
+    clauses.push(format!("i.id < ${}", n + 1));
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM inbox_events i WHERE {} ORDER BY i.id DESC LIMIT ${}",
+        clauses.join(" AND "),
+        n + 2
+    );
+    let mut q = sqlx::query(&sql);
+    for v in text_args {
+        q = q.bind(v);
+    }
+    let rows = q
+        .bind(filter.before.unwrap_or(i64::MAX))
+        .bind(filter.limit.clamp(1, 1000))
+        .fetch_all(db.reader())
+        .await?;
+    Ok(rows.into_iter().map(event_row).collect::<Result<_, _>>()?)
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct EffectRow {
+    pub key: String,
+    pub transition: String,
+    pub external_ref: String,
+    pub provider: String,
+    /// The event that won the key.
+    pub event_id: String,
+    pub outcome: String,
+    pub applied_at: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StaleRow {
+    pub provider: String,
+    pub event_id: String,
+    pub transition: String,
+    pub kind: String,
+    pub reason: String,
+    pub order_status: String,
+    pub amount: Option<i64>,
+    pub currency: Option<String>,
+    pub occurred_at: String,
+    pub recorded_at: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LedgerRow {
+    pub transition: String,
+    pub status_after: String,
+    pub amount: Option<i64>,
+    pub currency: Option<String>,
+    pub external_ref: String,
+    pub effect_key: String,
+    pub provider: String,
+    pub event_id: String,
+    pub occurred_at: String,
+    pub recorded_at: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub idempotency_key: String,
+    pub effect_key: String,
+    pub topic: String,
+    pub sink: String,
+    pub status: String,
+    pub attempts: i64,
+    pub payload: serde_json::Value,
+    pub created_at: String,
+    pub delivered_at: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DeliveryRow {
+    pub id: i64,
+    pub provider: String,
+    pub event_id: String,
+    pub duplicate: bool,
+    pub correlation_id: String,
+    pub received_at: String,
+}
+
+/// Everything known about one order: what `oncehook order show` prints.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OrderView {
+    pub order_id: String,
+    pub status: String,
+    pub currency: Option<String>,
+    pub last_event_id: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub effects: Vec<EffectRow>,
+    pub stale_events: Vec<StaleRow>,
+    pub ledger: Vec<LedgerRow>,
+    pub outbox: Vec<OutboxRow>,
+    pub events: Vec<EventRow>,
+    pub deliveries: Vec<DeliveryRow>,
+}
+
+pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderView>> {
+    let pool = db.reader();
+    let Some(order) = sqlx::query(
+        "SELECT order_id, status, currency, last_event_id, created_at, updated_at FROM orders WHERE order_id = $1",
+    )
+    .bind(order_id)
+    .fetch_optional(pool)
+    .await?
+    else {
+        return Ok(None);
+    };
+
+    let effects = sqlx::query(
+        "SELECT effect_key, transition, external_ref, provider, event_id, outcome, applied_at \
+         FROM processed_effects WHERE order_id = $1 ORDER BY applied_at, effect_key",
+    )
+    .bind(order_id)
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| {
+        Ok(EffectRow {
+            key: r.try_get("effect_key")?,
+            transition: r.try_get("transition")?,
+            external_ref: r.try_get("external_ref")?,
+            provider: r.try_get("provider")?,
+            event_id: r.try_get("event_id")?,
+            outcome: r.try_get("outcome")?,
+            applied_at: time(&r, "applied_at")?,
+        })
+    })
+    .collect::<Result<_, sqlx::Error>>()?;
+
+    let stale_events = sqlx::query(
+        "SELECT provider, event_id, transition, kind, reason, order_status, amount, currency, \
+         occurred_at, recorded_at FROM stale_events WHERE order_id = $1 ORDER BY id",
+    )
+    .bind(order_id)
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| {
+        Ok(StaleRow {
+            provider: r.try_get("provider")?,
+            event_id: r.try_get("event_id")?,
+            transition: r.try_get("transition")?,
+            kind: r.try_get("kind")?,
+            reason: r.try_get("reason")?,
+            order_status: r.try_get("order_status")?,
+            amount: r.try_get("amount")?,
+            currency: r.try_get("currency")?,
+            occurred_at: time(&r, "occurred_at")?,
+            recorded_at: time(&r, "recorded_at")?,
+        })
+    })
+    .collect::<Result<_, sqlx::Error>>()?;
+
+    let ledger = sqlx::query(
+        "SELECT transition, status_after, amount, currency, external_ref, effect_key, provider, \
+         event_id, occurred_at, recorded_at FROM order_ledger WHERE order_id = $1 ORDER BY id",
+    )
+    .bind(order_id)
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| {
+        Ok(LedgerRow {
+            transition: r.try_get("transition")?,
+            status_after: r.try_get("status_after")?,
+            amount: r.try_get("amount")?,
+            currency: r.try_get("currency")?,
+            external_ref: r.try_get("external_ref")?,
+            effect_key: r.try_get("effect_key")?,
+            provider: r.try_get("provider")?,
+            event_id: r.try_get("event_id")?,
+            occurred_at: time(&r, "occurred_at")?,
+            recorded_at: time(&r, "recorded_at")?,
+        })
+    })
+    .collect::<Result<_, sqlx::Error>>()?;
+
+    let outbox = sqlx::query(
+        "SELECT id, idempotency_key, effect_key, topic, sink, status, attempts, payload, \
+         created_at, delivered_at FROM outbox WHERE order_id = $1 ORDER BY id",
+    )
+    .bind(order_id)
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| {
+        let payload: String = r.try_get("payload")?;
+        Ok(OutboxRow {
+            id: r.try_get("id")?,
+            idempotency_key: r.try_get("idempotency_key")?,
+            effect_key: r.try_get("effect_key")?,
+            topic: r.try_get("topic")?,
+            sink: r.try_get("sink")?,
+            status: r.try_get("status")?,
+            attempts: r.try_get("attempts")?,
+            payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+            created_at: time(&r, "created_at")?,
+            delivered_at: opt_time(&r, "delivered_at")?,
+        })
+    })
+    .collect::<Result<_, sqlx::Error>>()?;
+
+    let events = list_events(
+        db,
+        &EventFilter {
+            order_id: Some(order_id.to_string()),
+            limit: 1000,
+            ..Default::default()
+        },
+    )
+    .await?;
+
+    let deliveries = sqlx::query(
+        "SELECT d.id, d.provider, d.event_id, d.duplicate, d.correlation_id, d.received_at \
+         FROM deliveries d JOIN inbox_events i ON i.provider = d.provider AND i.event_id = d.event_id \
+         WHERE i.order_id = $1 ORDER BY d.id",
+    )
+    .bind(order_id)
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| {
+        Ok(DeliveryRow {
+            id: r.try_get("id")?,
+            provider: r.try_get("provider")?,
+            event_id: r.try_get("event_id")?,
+            duplicate: r.try_get::<i64, _>("duplicate")? != 0,
+            correlation_id: r.try_get("correlation_id")?,
+            received_at: time(&r, "received_at")?,
+        })
+    })
+    .collect::<Result<_, sqlx::Error>>()?;
+
+    Ok(Some(OrderView {
+        order_id: order.try_get("order_id")?,
+        status: order.try_get("status")?,
+        currency: order.try_get("currency")?,
+        last_event_id: order.try_get("last_event_id")?,
+        created_at: time(&order, "created_at")?,
+        updated_at: time(&order, "updated_at")?,
+        effects,
+        stale_events,
+        ledger,
+        outbox,
+        events,
+        deliveries,
+    }))
+}

@@ -1,0 +1,169 @@
+//! `POST /webhooks/{provider}`: verify the signature over the raw body, read the envelope
+//! leniently, commit the receipt, then answer. 200 only after the commit; 400/401 for
+//! requests we cannot authenticate (nothing is stored); 413 above the size limit; 503 when
+//! the database cannot commit, so the provider retries.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tracing::{info, warn, Instrument};
+
+use crate::config::Providers;
+use crate::ingest::Ingestor;
+use crate::store::ingest::{Receipt, Stored};
+use crate::store::now_ms;
+
+#[derive(Clone)]
+pub struct WebhookState {
+    pub providers: Arc<Providers>,
+    pub ingestor: Ingestor,
+}
+
+pub const CORRELATION_HEADER: &str = "x-correlation-id";
+
+/// The caller's correlation id when it sent a sane one, else a fresh one.
+pub fn correlation_id(headers: &HeaderMap) -> String {
+    [CORRELATION_HEADER, "x-request-id"]
+        .iter()
+        .filter_map(|h| headers.get(*h)?.to_str().ok())
+        .find(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+fn answer(status: StatusCode, correlation_id: &str, body: serde_json::Value) -> Response {
+    let mut response = (status, Json(body)).into_response();
+    if let Ok(value) = HeaderValue::from_str(correlation_id) {
+        response.headers_mut().insert(CORRELATION_HEADER, value);
+    }
+    response
+}
+
+fn error(status: StatusCode, correlation_id: &str, message: String) -> Response {
+    answer(
+        status,
+        correlation_id,
+        json!({ "error": message, "correlation_id": correlation_id }),
+    )
+}
+
+pub async fn receive(
+    State(state): State<WebhookState>,
+    Path(provider_name): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let correlation_id = correlation_id(&headers);
+    let span = tracing::info_span!("webhook", %correlation_id, provider = %provider_name);
+    receive_inner(state, provider_name, headers, body, correlation_id)
+        .instrument(span)
+        .await
+}
+
+async fn receive_inner(
+    state: WebhookState,
+    provider_name: String,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    correlation_id: String,
+) -> Response {
+    let Some(provider) = state.providers.get(&provider_name) else {
+        warn!("unknown provider");
+        return error(
+            StatusCode::BAD_REQUEST,
+            &correlation_id,
+            format!("unknown provider {provider_name:?}"),
+        );
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            warn!(status = rejection.status().as_u16(), "body rejected");
+            return error(rejection.status(), &correlation_id, rejection.body_text());
+        }
+    };
+    let now = now_ms();
+    let verified = match provider.verifier.verify(&headers, &body, now / 1000) {
+        Ok(v) => v,
+        Err(e) => {
+            warn!(reason = %e, "signature check failed");
+            return error(
+                e.status(),
+                &correlation_id,
+                format!("signature check failed: {e}"),
+            );
+        }
+    };
+
+    // From here on the request is authentic: whatever the body is, it is kept.
+    let doc: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+    let envelope = provider
+        .mapping
+        .envelope(doc.as_ref(), verified.header_event_id.as_deref());
+    // A body without a readable id still needs a stable one, so its redeliveries collapse.
+    let event_id = envelope
+        .event_id
+        .unwrap_or_else(|| format!("sha256:{}", hex::encode(Sha256::digest(&body))));
+    let receipt = Receipt {
+        provider: provider_name.clone(),
+        event_id: event_id.clone(),
+        event_type: envelope.event_type.clone(),
+        api_version: envelope.api_version,
+        raw_body: body.to_vec(),
+        correlation_id: correlation_id.clone(),
+        received_at: now,
+    };
+    match state.ingestor.submit(receipt).await {
+        Ok(stored) => {
+            let duplicate = stored == Stored::Duplicate;
+            info!(%event_id, event_type = envelope.event_type.as_deref().unwrap_or("-"), duplicate, "accepted");
+            answer(
+                StatusCode::OK,
+                &correlation_id,
+                json!({
+                    "status": if duplicate { "duplicate" } else { "accepted" },
+                    "duplicate": duplicate,
+                    "provider": provider_name,
+                    "event_id": event_id,
+                    "correlation_id": correlation_id,
+                }),
+            )
+        }
+        Err(e) => {
+            warn!(%event_id, "not committed: answering 503");
+            let mut response = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &correlation_id,
+                e.to_string(),
+            );
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("5"));
+            response
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn correlation_id_comes_from_the_request_when_sane() {
+        let mut h = HeaderMap::new();
+        h.insert("x-request-id", "req-42".parse().unwrap());
+        assert_eq!(correlation_id(&h), "req-42");
+        h.insert(CORRELATION_HEADER, "corr-1".parse().unwrap());
+        assert_eq!(correlation_id(&h), "corr-1");
+        let mut bad = HeaderMap::new();
+        bad.insert(CORRELATION_HEADER, "has space".parse().unwrap());
+        assert_eq!(correlation_id(&bad).len(), 36, "falls back to a UUID");
+    }
+}
