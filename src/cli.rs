@@ -46,6 +46,8 @@ pub enum Command {
         #[command(subcommand)]
         command: OrderCommand,
     },
+    /// Measure ingest and processing against the real HTTP receiver (see BENCHMARKS.md).
+    Bench(crate::bench::BenchArgs),
     /// Received events.
     Events {
         #[command(subcommand)]
@@ -130,6 +132,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("  database:  {}", redact_url(&settings.database_url));
             server.run_until_signal().await
         }
+        Command::Bench(args) => crate::bench::run(args, &cli.common).await,
         Command::Migrate => {
             let settings = cli.common.settings(None)?;
             open(&settings).await?;

@@ -1,5 +1,6 @@
 //! oncehook: signed payment webhooks in, exactly one business effect out.
 pub mod admin;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod domain;

@@ -74,3 +74,98 @@ async fn stylesheet(State(options): State<LeptosOptions>) -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app::backend::{InboxEventView, InboxPage};
+
+    struct OneEvent;
+
+    #[async_trait::async_trait]
+    impl AdminBackend for OneEvent {
+        async fn inbox_page(&self, before: Option<i64>, _limit: u32) -> Result<InboxPage, String> {
+            let event = InboxEventView {
+                id: 7,
+                provider: "stripe".into(),
+                event_id: "evt_ssr_check".into(),
+                event_type: Some("payment_intent.succeeded".into()),
+                status: "applied".into(),
+                reason: None,
+                order_id: Some("order-1".into()),
+                deliveries: 3,
+                received_at: "2025-01-02T03:04:05.678Z".into(),
+            };
+            Ok(InboxPage {
+                events: if before.is_none() {
+                    vec![event]
+                } else {
+                    vec![]
+                },
+                next_before: None,
+            })
+        }
+    }
+
+    struct Broken;
+
+    #[async_trait::async_trait]
+    impl AdminBackend for Broken {
+        async fn inbox_page(&self, _: Option<i64>, _: u32) -> Result<InboxPage, String> {
+            Err("connection refused".into())
+        }
+    }
+
+    /// Serves the dashboard on a free port with a site root that has no frontend built, the
+    /// way `oncehook serve` runs before `scripts/build-frontend.sh`.
+    async fn serve(backend: Arc<dyn AdminBackend>) -> String {
+        let router = dashboard_router(backend, PathBuf::from("/nonexistent/site"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        format!("http://{addr}")
+    }
+
+    async fn get(url: &str) -> (u16, String) {
+        let response = reqwest::get(url).await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn inbox_is_in_the_first_html_without_a_built_frontend() {
+        let base = serve(Arc::new(OneEvent)).await;
+        for path in ["/", "/inbox"] {
+            let (status, html) = get(&format!("{base}{path}")).await;
+            assert_eq!(status, 200, "{path}");
+            assert!(html.contains("evt_ssr_check"), "{path}: {html}");
+            assert!(html.contains("badge badge-ok"), "{path}");
+            assert!(html.contains("2025-01-02 03:04:05"), "{path}");
+        }
+        let (_, older) = get(&format!("{base}/?before=7")).await;
+        assert!(older.contains("No older events."));
+    }
+
+    #[tokio::test]
+    async fn backend_failure_is_a_503_page() {
+        let base = serve(Arc::new(Broken)).await;
+        let (status, html) = get(&base).await;
+        assert_eq!(status, 503);
+        assert!(html.contains("connection refused"));
+    }
+
+    #[tokio::test]
+    async fn unknown_paths_are_a_404_page() {
+        let base = serve(Arc::new(OneEvent)).await;
+        let (status, html) = get(&format!("{base}/no/such/page")).await;
+        assert_eq!(status, 404);
+        assert!(html.contains("Not found"));
+    }
+
+    #[tokio::test]
+    async fn stylesheet_falls_back_to_the_embedded_copy() {
+        let base = serve(Arc::new(OneEvent)).await;
+        let (status, css) = get(&format!("{base}/pkg/oncehook.css")).await;
+        assert_eq!(status, 200);
+        assert_eq!(css, EMBEDDED_CSS);
+    }
+}

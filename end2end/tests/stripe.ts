@@ -1,0 +1,52 @@
+// Builds and signs webhook deliveries the way Stripe does:
+//   Stripe-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
+// where the secret is used as a literal string (not base64-decoded).
+import { createHmac, randomBytes } from 'node:crypto';
+
+export const STRIPE_SECRET = 'whsec_e2e_secret';
+
+export function uniqueSuffix(): string {
+  return randomBytes(8).toString('hex');
+}
+
+export function paymentIntentSucceeded(eventId: string, orderId: string): string {
+  const now = Math.floor(Date.now() / 1000);
+  const suffix = uniqueSuffix();
+  return JSON.stringify({
+    id: eventId,
+    object: 'event',
+    api_version: '2024-06-20',
+    created: now,
+    livemode: false,
+    pending_webhooks: 1,
+    request: { id: `req_${suffix}`, idempotency_key: null },
+    type: 'payment_intent.succeeded',
+    data: {
+      object: {
+        id: `pi_e2e_${suffix}`,
+        object: 'payment_intent',
+        amount: 4200,
+        amount_capturable: 0,
+        amount_received: 4200,
+        capture_method: 'automatic',
+        client_secret: null,
+        confirmation_method: 'automatic',
+        created: now - 3,
+        currency: 'eur',
+        customer: null,
+        description: 'e2e order',
+        latest_charge: `ch_e2e_${suffix}`,
+        livemode: false,
+        metadata: { order_id: orderId },
+        payment_method: `pm_e2e_${suffix}`,
+        payment_method_types: ['card'],
+        status: 'succeeded',
+      },
+    },
+  });
+}
+
+export function stripeSignature(body: string, secret = STRIPE_SECRET, t = Math.floor(Date.now() / 1000)): string {
+  const v1 = createHmac('sha256', secret).update(`${t}.${body}`).digest('hex');
+  return `t=${t},v1=${v1}`;
+}

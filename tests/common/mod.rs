@@ -1,0 +1,396 @@
+//! Test harness: a fresh database per test (a temporary SQLite file, or a PostgreSQL
+//! database with a random name, dropped afterwards), the real server on port 0, signed
+//! requests, and state snapshots to compare.
+#![allow(dead_code)]
+
+pub mod fixtures;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use oncehook::config::{ProviderSettings, Providers, Settings};
+use oncehook::processor::Processor;
+use oncehook::server::RunningServer;
+use oncehook::signature::SchemeKind;
+use oncehook::store::Db;
+use sqlx::Row;
+
+pub const STRIPE_SECRET: &str = "whsec_test_current";
+pub const STRIPE_OLD_SECRET: &str = "whsec_test_previous";
+pub const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs a test body once per backend: `both!(name, ...)` makes `sqlite::name` and
+/// `postgres::name` tests calling `name(Kind)`.
+#[macro_export]
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() { super::$name($crate::common::Kind::Sqlite).await }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    if $crate::common::postgres_base_url().is_none() { return; }
+                    super::$name($crate::common::Kind::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
+/// The PostgreSQL server tests create their databases on. Unset: PostgreSQL tests are
+/// skipped locally, but under CI that is a failure, never a silent skip.
+pub fn postgres_base_url() -> Option<String> {
+    match std::env::var("ONCEHOOK_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!(
+                "CI is set but ONCEHOOK_TEST_POSTGRES_URL is not: PostgreSQL tests must run in CI"
+            )
+        }
+        _ => {
+            eprintln!("ONCEHOOK_TEST_POSTGRES_URL not set: skipping the PostgreSQL variant");
+            None
+        }
+    }
+}
+
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+    pg: Option<(String, String)>,
+}
+
+fn random_name(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+impl TestDb {
+    pub async fn new(kind: Kind) -> TestDb {
+        match kind {
+            Kind::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}", dir.path().join("oncehook.db").display());
+                TestDb {
+                    url,
+                    _dir: Some(dir),
+                    pg: None,
+                }
+            }
+            Kind::Postgres => {
+                let base = postgres_base_url().expect("PostgreSQL URL");
+                let name = random_name("oncehook_test");
+                let admin = connect_admin(&base).await;
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&admin)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!("PostgreSQL at {base} unreachable or refusing CREATE DATABASE: {e}")
+                    });
+                admin.close().await;
+                let url = match base.rfind('/') {
+                    Some(i) if i > "postgres://".len() => format!("{}/{name}", &base[..i]),
+                    _ => format!("{base}/{name}"),
+                };
+                TestDb {
+                    url,
+                    _dir: None,
+                    pg: Some((base, name)),
+                }
+            }
+        }
+    }
+
+    pub async fn connect(&self) -> Db {
+        let db = Db::connect(&self.url).await.unwrap();
+        db.migrate().await.unwrap();
+        db
+    }
+}
+
+async fn connect_admin(base: &str) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::any::AnyPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(base)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at {base} is unreachable: {e}"))
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some((base, name)) = self.pg.take() {
+            // Drop runs outside async; a small runtime on its own thread does the cleanup.
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let admin = connect_admin(&base).await;
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&admin)
+                        .await;
+                    admin.close().await;
+                });
+            })
+            .join();
+        }
+    }
+}
+
+pub fn providers() -> Vec<ProviderSettings> {
+    vec![
+        ProviderSettings {
+            name: "stripe".into(),
+            scheme: SchemeKind::Stripe,
+            secrets: vec![STRIPE_SECRET.into(), STRIPE_OLD_SECRET.into()],
+            tolerance_secs: 300,
+            mapping: None,
+            events: Default::default(),
+        },
+        ProviderSettings {
+            name: "acme".into(),
+            scheme: SchemeKind::StandardWebhooks,
+            secrets: vec![SW_SECRET.into()],
+            tolerance_secs: 300,
+            mapping: None,
+            events: Default::default(),
+        },
+    ]
+}
+
+pub fn settings(db: &TestDb) -> Settings {
+    let mut s = Settings {
+        database_url: db.url.clone(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        providers: providers(),
+        ..Settings::default()
+    };
+    s.data_dir = std::env::temp_dir();
+    s.processor.poll_interval_ms = 50;
+    // Retries wait long enough that a test sees them waiting; `make_due` skips the wait.
+    s.processor.retry_base_ms = 60_000;
+    s
+}
+
+pub struct TestApp {
+    pub db_handle: TestDb,
+    pub server: Option<RunningServer>,
+    pub db: Db,
+    pub url: String,
+    pub settings: Settings,
+    pub http: reqwest::Client,
+}
+
+impl TestApp {
+    /// The server with its processor OFF: tests drive processing step by step.
+    pub async fn spawn(kind: Kind) -> TestApp {
+        Self::spawn_with(kind, |s| s.processor.enabled = false).await
+    }
+
+    pub async fn spawn_with(kind: Kind, tweak: impl FnOnce(&mut Settings)) -> TestApp {
+        let db_handle = TestDb::new(kind).await;
+        let mut settings = settings(&db_handle);
+        tweak(&mut settings);
+        let server = oncehook::server::start(settings.clone()).await.unwrap();
+        let url = server.url();
+        let db = server.db.clone();
+        TestApp {
+            db_handle,
+            server: Some(server),
+            db,
+            url,
+            settings,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub fn processor(&self) -> Processor {
+        Processor::new(
+            self.db.clone(),
+            Arc::new(Providers::build(&self.settings.providers).unwrap()),
+            self.settings.processor.clone(),
+            self.settings.outbox.sinks.clone(),
+            Arc::new(tokio::sync::Notify::new()),
+        )
+    }
+
+    pub async fn process(&self) -> usize {
+        self.processor().run_until_idle().await.unwrap()
+    }
+
+    pub async fn post_raw(
+        &self,
+        provider: &str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> reqwest::Response {
+        let mut req = self
+            .http
+            .post(format!("{}/webhooks/{provider}", self.url))
+            .body(body);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// Posts a body signed like Stripe with `secret` at `t` (Unix seconds).
+    pub async fn post_stripe_with(&self, body: &[u8], secret: &str, t: i64) -> reqwest::Response {
+        let sig = oncehook::signature::stripe::sign(secret, t, body);
+        self.post_raw(
+            "stripe",
+            vec![("stripe-signature".into(), sig)],
+            body.to_vec(),
+        )
+        .await
+    }
+
+    pub async fn post_stripe(&self, body: &serde_json::Value) -> reqwest::Response {
+        self.post_stripe_with(body.to_string().as_bytes(), STRIPE_SECRET, now_secs())
+            .await
+    }
+
+    pub async fn post_standard(&self, id: &str, body: &serde_json::Value) -> reqwest::Response {
+        let t = now_secs();
+        let raw = body.to_string().into_bytes();
+        let sig = oncehook::signature::standard_webhooks::sign(SW_SECRET, id, t, &raw).unwrap();
+        self.post_raw(
+            "acme",
+            vec![
+                ("webhook-id".into(), id.into()),
+                ("webhook-timestamp".into(), t.to_string()),
+                ("webhook-signature".into(), sig),
+            ],
+            raw,
+        )
+        .await
+    }
+
+    /// Makes every waiting retry due now.
+    pub async fn make_due(&self) {
+        sqlx::query("UPDATE inbox_events SET next_attempt_at = 0 WHERE status = 'pending'")
+            .execute(self.db.writer())
+            .await
+            .unwrap();
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        count(&self.db, sql).await
+    }
+
+    pub async fn order_status(&self, order_id: &str) -> Option<String> {
+        sqlx::query("SELECT status FROM orders WHERE order_id = $1")
+            .bind(order_id)
+            .fetch_optional(self.db.reader())
+            .await
+            .unwrap()
+            .map(|r| r.try_get(0).unwrap())
+    }
+
+    pub async fn event_status(&self, event_id: &str) -> (String, Option<String>) {
+        let row = sqlx::query("SELECT status, reason FROM inbox_events WHERE event_id = $1")
+            .bind(event_id)
+            .fetch_one(self.db.reader())
+            .await
+            .unwrap();
+        (row.try_get(0).unwrap(), row.try_get(1).unwrap())
+    }
+
+    /// Waits (bounded) until no event is pending or being processed.
+    pub async fn wait_until_processed(&self) {
+        for _ in 0..400 {
+            if self
+                .count(
+                    "SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing')",
+                )
+                .await
+                == 0
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("events still pending after 10 s");
+    }
+
+    pub async fn shutdown(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await.unwrap();
+        }
+    }
+}
+
+pub async fn count(db: &Db, sql: &str) -> i64 {
+    sqlx::query(sql)
+        .fetch_one(db.reader())
+        .await
+        .unwrap()
+        .try_get(0)
+        .unwrap()
+}
+
+pub fn now_secs() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// The business state, without receipt times and the delivery log: what must be equal
+/// after one delivery and after N.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub orders: Vec<(String, String, Option<i64>, Option<String>)>,
+    pub effects: Vec<(String, String, String, String)>,
+    pub ledger: Vec<(String, String, Option<i64>, String)>,
+    pub stale: Vec<(String, String, String)>,
+    pub outbox: Vec<(String, String, String)>,
+    pub inbox: Vec<(String, String, Option<String>)>,
+}
+
+pub async fn snapshot(db: &Db) -> Snapshot {
+    let pool = db.reader();
+    let rows = |sql: &'static str| async move { sqlx::query(sql).fetch_all(pool).await.unwrap() };
+    Snapshot {
+        orders: rows("SELECT order_id, status, last_event_at, last_event_id FROM orders ORDER BY order_id")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect(),
+        effects: rows("SELECT effect_key, transition, event_id, outcome FROM processed_effects ORDER BY effect_key")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect(),
+        ledger: rows("SELECT effect_key, transition, amount, status_after FROM order_ledger ORDER BY effect_key")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect(),
+        stale: rows("SELECT event_id, kind, order_status FROM stale_events ORDER BY event_id")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect(),
+        outbox: rows("SELECT idempotency_key, topic, sink FROM outbox ORDER BY idempotency_key")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect(),
+        inbox: rows("SELECT event_id, status, order_id FROM inbox_events ORDER BY event_id")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect(),
+    }
+}

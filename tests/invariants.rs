@@ -1,0 +1,378 @@
+//! DESIGN.md's invariants 1–6 and 8 over real HTTP, on SQLite and PostgreSQL.
+
+mod common;
+
+use common::fixtures::*;
+use common::{snapshot, Kind, TestApp};
+use futures::future::join_all;
+
+both!(
+    one_delivery_then_three_parallel_leaves_state_as_after_the_first,
+    two_event_types_for_one_payment_collapse_into_one_effect,
+    newer_refund_first_keeps_the_order_refunded_and_records_one_stale_event,
+    outbox_rows_are_counted_per_effect_not_per_response,
+    fifty_deliveries_from_sixteen_clients_with_several_workers_give_one_effect,
+    two_real_payments_after_a_refund_both_apply,
+    same_second_payment_and_refund_end_refunded_in_either_order,
+    an_event_naming_only_a_payment_waits_for_the_order_then_applies,
+    a_newer_failure_after_payment_is_refused_and_recorded,
+    standard_webhooks_sender_is_processed,
+    graceful_shutdown_finishes_in_flight_work,
+);
+
+async fn one_delivery_then_three_parallel_leaves_state_as_after_the_first(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let event = payment_intent_succeeded("evt_once", "pi_once", "order-1", 4200, T10_00);
+    assert_eq!(app.post_stripe(&event).await.status(), 200);
+    app.process().await;
+    let after_one = snapshot(&app.db).await;
+
+    let responses = join_all((0..3).map(|_| app.post_stripe(&event))).await;
+    for r in responses {
+        assert_eq!(r.status(), 200);
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["duplicate"], true, "{body}");
+    }
+    app.process().await;
+    assert_eq!(
+        snapshot(&app.db).await,
+        after_one,
+        "state after 4 deliveries == after 1"
+    );
+    assert_eq!(app.count("SELECT COUNT(*) FROM processed_effects").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM outbox").await, 1);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries").await,
+        4,
+        "every receipt is logged"
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries WHERE duplicate = 1")
+            .await,
+        3
+    );
+    assert_eq!(app.order_status("order-1").await.as_deref(), Some("paid"));
+    app.shutdown().await;
+}
+
+async fn two_event_types_for_one_payment_collapse_into_one_effect(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_pi", "pi_c", "order-2", 4200, T10_00,
+    ))
+    .await;
+    app.process().await;
+    // Older and newer invoice shapes, neither naming the order: found through pi_c.
+    app.post_stripe(&invoice_payment_succeeded_old(
+        "evt_inv_old",
+        "pi_c",
+        4200,
+        T10_00 + 1,
+    ))
+    .await;
+    app.post_stripe(&invoice_paid_new("evt_inv_new", "pi_c", 4200, T10_00 + 2))
+        .await;
+    app.process().await;
+    assert_eq!(app.count("SELECT COUNT(*) FROM processed_effects").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM order_ledger").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM outbox").await, 1);
+    for id in ["evt_inv_old", "evt_inv_new"] {
+        let (status, reason) = app.event_status(id).await;
+        assert_eq!(status, "duplicate", "{id}");
+        assert!(
+            reason.unwrap().contains("evt_pi"),
+            "the reason names the winning event"
+        );
+    }
+    app.shutdown().await;
+}
+
+async fn newer_refund_first_keeps_the_order_refunded_and_records_one_stale_event(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    // Refund stamped 10:02 arrives before the payment stamped 10:00.
+    app.post_stripe(&charge_refunded(
+        "evt_ref",
+        "pi_r",
+        "re_1",
+        "order-3",
+        4200,
+        T10_00 + 120,
+    ))
+    .await;
+    app.process().await;
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_pay", "pi_r", "order-3", 4200, T10_00,
+    ))
+    .await;
+    app.process().await;
+    assert_eq!(
+        app.order_status("order-3").await.as_deref(),
+        Some("refunded")
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM stale_events WHERE kind = 'stale'")
+            .await,
+        1
+    );
+    let (status, reason) = app.event_status("evt_pay").await;
+    assert_eq!(status, "stale");
+    assert!(reason.unwrap().contains("not newer"));
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM outbox").await,
+        1,
+        "only the refund is announced"
+    );
+    app.shutdown().await;
+}
+
+async fn outbox_rows_are_counted_per_effect_not_per_response(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let pay = payment_intent_succeeded("evt_o1", "pi_o", "order-4", 1000, T10_00);
+    let invoice = invoice_payment_succeeded_old("evt_o2", "pi_o", 1000, T10_00);
+    let refund_a = charge_refunded("evt_o3", "pi_o", "re_o", "order-4", 1000, T10_00 + 60);
+    let refund_b = refund_created("evt_o4", "pi_o", "re_o", 1000, T10_00 + 60);
+    let mut ok = 0;
+    for round in 0..3 {
+        for e in [&pay, &invoice, &refund_a, &refund_b] {
+            ok += u32::from(app.post_stripe(e).await.status() == 200);
+        }
+        if round == 0 {
+            app.process().await;
+        }
+    }
+    app.process().await;
+    assert_eq!(ok, 12, "12 responses");
+    let topics: Vec<String> =
+        sqlx::query_scalar::<_, String>("SELECT topic FROM outbox ORDER BY id")
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap();
+    assert_eq!(
+        topics,
+        vec!["order.paid", "order.refunded"],
+        "two effects, two outbox rows"
+    );
+    assert_eq!(
+        app.order_status("order-4").await.as_deref(),
+        Some("refunded")
+    );
+    app.shutdown().await;
+}
+
+async fn fifty_deliveries_from_sixteen_clients_with_several_workers_give_one_effect(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| s.processor.workers = 4).await;
+    let event = payment_intent_succeeded("evt_storm", "pi_storm", "order-5", 4200, T10_00);
+    let invoice = invoice_payment_succeeded_old("evt_storm_inv", "pi_storm", 4200, T10_00);
+    let sent = std::sync::atomic::AtomicUsize::new(0);
+    let clients = (0..16).map(|_| async {
+        let mut statuses = vec![];
+        loop {
+            let n = sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n >= 50 {
+                return statuses;
+            }
+            let e = if n % 10 == 9 { &invoice } else { &event };
+            statuses.push(app.post_stripe(e).await.status().as_u16());
+        }
+    });
+    let statuses: Vec<u16> = join_all(clients).await.into_iter().flatten().collect();
+    assert_eq!(statuses.len(), 50);
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    app.wait_until_processed().await;
+    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 50);
+    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 2);
+    assert_eq!(app.count("SELECT COUNT(*) FROM processed_effects").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM order_ledger").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM outbox").await, 1);
+    app.shutdown().await;
+}
+
+async fn two_real_payments_after_a_refund_both_apply(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_p1", "pi_first", "order-6", 5000, T10_00,
+    ))
+    .await;
+    app.post_stripe(&charge_refunded(
+        "evt_r1",
+        "pi_first",
+        "re_first",
+        "order-6",
+        5000,
+        T10_00 + 60,
+    ))
+    .await;
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_p2",
+        "pi_second",
+        "order-6",
+        5000,
+        T10_00 + 120,
+    ))
+    .await;
+    app.process().await;
+    assert_eq!(app.order_status("order-6").await.as_deref(), Some("paid"));
+    let ledger: Vec<(String, String)> =
+        sqlx::query_as("SELECT transition, external_ref FROM order_ledger ORDER BY id")
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap();
+    assert_eq!(
+        ledger,
+        vec![
+            ("pay".into(), "pi_first".into()),
+            ("refund".into(), "re_first".into()),
+            ("pay".into(), "pi_second".into())
+        ]
+    );
+    app.shutdown().await;
+}
+
+async fn same_second_payment_and_refund_end_refunded_in_either_order(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    // Payment first, then the refund stamped in the same second.
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_a1", "pi_a", "order-a", 100, T10_00,
+    ))
+    .await;
+    app.process().await;
+    app.post_stripe(&charge_refunded(
+        "evt_a2", "pi_a", "re_a", "order-a", 100, T10_00,
+    ))
+    .await;
+    app.process().await;
+    // Refund first, then the payment stamped in the same second.
+    app.post_stripe(&charge_refunded(
+        "evt_b2", "pi_b", "re_b", "order-b", 100, T10_00,
+    ))
+    .await;
+    app.process().await;
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_b1", "pi_b", "order-b", 100, T10_00,
+    ))
+    .await;
+    app.process().await;
+    assert_eq!(
+        app.order_status("order-a").await.as_deref(),
+        Some("refunded")
+    );
+    assert_eq!(
+        app.order_status("order-b").await.as_deref(),
+        Some("refunded")
+    );
+    assert_eq!(app.event_status("evt_b1").await.0, "stale");
+    app.shutdown().await;
+}
+
+async fn an_event_naming_only_a_payment_waits_for_the_order_then_applies(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    // The refund.created event has no order id; its payment is not known yet.
+    app.post_stripe(&refund_created(
+        "evt_early_refund",
+        "pi_w",
+        "re_w",
+        700,
+        T10_00 + 60,
+    ))
+    .await;
+    app.process().await;
+    let (status, reason) = app.event_status("evt_early_refund").await;
+    assert_eq!(status, "pending", "retried later, not guessed");
+    assert!(reason.unwrap().contains("order not known yet"));
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_w_pay",
+        "pi_w",
+        "order-w",
+        700,
+        T10_00,
+    ))
+    .await;
+    app.process().await;
+    assert_eq!(
+        app.event_status("evt_early_refund").await.0,
+        "pending",
+        "its retry is not due yet"
+    );
+    app.make_due().await;
+    app.process().await;
+    assert_eq!(app.event_status("evt_early_refund").await.0, "applied");
+    assert_eq!(
+        app.order_status("order-w").await.as_deref(),
+        Some("refunded")
+    );
+    app.shutdown().await;
+}
+
+async fn a_newer_failure_after_payment_is_refused_and_recorded(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_f1", "pi_f", "order-f", 100, T10_00,
+    ))
+    .await;
+    app.post_stripe(&payment_intent_failed(
+        "evt_f2",
+        "pi_f2",
+        "order-f",
+        T10_00 + 30,
+    ))
+    .await;
+    app.process().await;
+    assert_eq!(app.order_status("order-f").await.as_deref(), Some("paid"));
+    let (status, reason) = app.event_status("evt_f2").await;
+    assert_eq!(status, "refused");
+    assert!(reason.unwrap().contains("fail is not allowed from paid"));
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM stale_events WHERE kind = 'refused'")
+            .await,
+        1
+    );
+    app.shutdown().await;
+}
+
+async fn standard_webhooks_sender_is_processed(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let body = serde_json::json!({
+        "type": "payment.succeeded", "timestamp": "2024-01-01T10:00:00Z",
+        "data": {"order_id": "order-sw", "payment_id": "pay_sw", "amount": 990, "currency": "usd", "sequence": 1}
+    });
+    assert_eq!(app.post_standard("msg_sw_1", &body).await.status(), 200);
+    assert_eq!(app.post_standard("msg_sw_1", &body).await.status(), 200);
+    app.process().await;
+    assert_eq!(app.order_status("order-sw").await.as_deref(), Some("paid"));
+    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 2);
+    app.shutdown().await;
+}
+
+async fn graceful_shutdown_finishes_in_flight_work(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| s.processor.workers = 2).await;
+    let app_ref = &app;
+    let posts = (0..20).map(|i| {
+        let e = payment_intent_succeeded(
+            &format!("evt_g{i}"),
+            &format!("pi_g{i}"),
+            &format!("order-g{i}"),
+            100,
+            T10_00,
+        );
+        async move { app_ref.post_stripe(&e).await.status().as_u16() }
+    });
+    let statuses = join_all(posts).await;
+    assert!(statuses.iter().all(|s| *s == 200));
+    let db = app.db_handle.connect().await;
+    let mut app = app;
+    app.server.take().unwrap().shutdown().await.unwrap();
+    // Nothing is left claimed by a worker that is gone.
+    assert_eq!(
+        common::count(
+            &db,
+            "SELECT COUNT(*) FROM inbox_events WHERE status = 'processing'"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        common::count(&db, "SELECT COUNT(*) FROM inbox_events").await,
+        20
+    );
+}
