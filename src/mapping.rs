@@ -84,7 +84,10 @@ pub enum MappingError {
     NoType(String),
     #[error("unknown event type {0:?}")]
     UnknownType(String),
-    #[error("unsupported API version {found:?} (this mapping understands {min} and later)")]
+    #[error(
+        "unsupported API version {} (this mapping understands {min} and later)",
+        found.as_deref().map_or("(none)".to_string(), |v| format!("{v:?}"))
+    )]
     UnsupportedVersion { found: Option<String>, min: String },
     #[error("{field}: no value at any of {pointers}")]
     Missing {

@@ -1,0 +1,211 @@
+//! Bad input gets a clear error and loses nothing; unauthenticated input stores nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::fixtures::*;
+use common::{now_secs, Kind, TestApp, STRIPE_OLD_SECRET, STRIPE_SECRET};
+
+both!(
+    bad_signature_is_401_and_stores_nothing,
+    stale_timestamp_is_401_and_stores_nothing,
+    missing_or_malformed_signature_header_is_400,
+    unknown_provider_is_400,
+    rotated_secret_is_accepted,
+    oversize_body_is_413_and_stores_nothing,
+    malformed_json_with_a_valid_signature_is_kept_and_filed,
+    unsupported_api_version_and_unknown_type_are_kept_and_filed,
+    database_unable_to_commit_gives_503_then_recovers,
+    correlation_id_is_carried_to_the_rows,
+);
+
+async fn nothing_stored(app: &TestApp) {
+    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 0);
+}
+
+async fn error_text(r: reqwest::Response) -> String {
+    let body: serde_json::Value = r.json().await.unwrap();
+    body["error"].as_str().unwrap().to_string()
+}
+
+async fn bad_signature_is_401_and_stores_nothing(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let body = payment_intent_succeeded("evt_bad", "pi", "o", 1, T10_00).to_string();
+    let r = app.post_stripe_with(body.as_bytes(), "whsec_wrong", now_secs()).await;
+    assert_eq!(r.status(), 401);
+    let text = error_text(r).await;
+    assert!(text.contains("no signature matches"), "{text}");
+    assert!(!text.contains(STRIPE_SECRET) && !text.contains("whsec_wrong"), "no secret in errors");
+    nothing_stored(&app).await;
+    app.shutdown().await;
+}
+
+async fn stale_timestamp_is_401_and_stores_nothing(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let body = payment_intent_succeeded("evt_old", "pi", "o", 1, T10_00).to_string();
+    let r = app.post_stripe_with(body.as_bytes(), STRIPE_SECRET, now_secs() - 301).await;
+    assert_eq!(r.status(), 401);
+    assert!(error_text(r).await.contains("tolerance"));
+    nothing_stored(&app).await;
+    app.shutdown().await;
+}
+
+async fn missing_or_malformed_signature_header_is_400(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let r = app.post_raw("stripe", vec![], b"{}".to_vec()).await;
+    assert_eq!(r.status(), 400);
+    assert!(error_text(r).await.contains("missing stripe-signature"));
+    let r = app
+        .post_raw("stripe", vec![("stripe-signature".into(), "nonsense".into())], b"{}".to_vec())
+        .await;
+    assert_eq!(r.status(), 400);
+    let r = app.post_raw("acme", vec![("webhook-id".into(), "m".into())], b"{}".to_vec()).await;
+    assert_eq!(r.status(), 400);
+    nothing_stored(&app).await;
+    app.shutdown().await;
+}
+
+async fn unknown_provider_is_400(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let r = app.post_raw("paypal", vec![], b"{}".to_vec()).await;
+    assert_eq!(r.status(), 400);
+    assert!(error_text(r).await.contains("unknown provider"));
+    nothing_stored(&app).await;
+    app.shutdown().await;
+}
+
+async fn rotated_secret_is_accepted(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let body = payment_intent_succeeded("evt_rot", "pi_rot", "o-rot", 1, T10_00).to_string();
+    let r = app.post_stripe_with(body.as_bytes(), STRIPE_OLD_SECRET, now_secs()).await;
+    assert_eq!(r.status(), 200);
+    app.process().await;
+    assert_eq!(app.order_status("o-rot").await.as_deref(), Some("paid"));
+    app.shutdown().await;
+}
+
+async fn oversize_body_is_413_and_stores_nothing(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| {
+        s.processor.enabled = false;
+        s.receiver.max_body_bytes = 4096;
+    })
+    .await;
+    let mut event = payment_intent_succeeded("evt_big", "pi", "o", 1, T10_00);
+    event["data"]["object"]["description"] = serde_json::json!("x".repeat(5000));
+    let r = app.post_stripe(&event).await;
+    assert_eq!(r.status(), 413);
+    nothing_stored(&app).await;
+    // Just under the limit is fine.
+    event["data"]["object"]["description"] = serde_json::json!("x".repeat(3000));
+    assert_eq!(app.post_stripe(&event).await.status(), 200);
+    app.shutdown().await;
+}
+
+async fn malformed_json_with_a_valid_signature_is_kept_and_filed(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let raw = b"{\"id\": \"evt_broken\", \"type\": \"payment_intent.succ\xffeeded\", oops".to_vec();
+    let r = app.post_stripe_with(&raw, STRIPE_SECRET, now_secs()).await;
+    assert_eq!(r.status(), 200, "a signed body is acknowledged whatever it holds");
+    let ack: serde_json::Value = r.json().await.unwrap();
+    let event_id = ack["event_id"].as_str().unwrap().to_string();
+    assert!(event_id.starts_with("sha256:"), "a stable id from the body: {event_id}");
+    // A redelivery of the same bytes collapses onto the same row.
+    app.post_stripe_with(&raw, STRIPE_SECRET, now_secs()).await;
+    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 1);
+    app.process().await;
+    let (status, reason) = app.event_status(&event_id).await;
+    assert_eq!(status, "failed");
+    assert!(reason.unwrap().contains("not JSON"));
+    let kept: Vec<u8> = sqlx::query_scalar("SELECT raw_body FROM inbox_events")
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap();
+    assert_eq!(kept, raw, "raw body kept byte-exact");
+    app.shutdown().await;
+}
+
+async fn unsupported_api_version_and_unknown_type_are_kept_and_filed(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let mut old = payment_intent_succeeded("evt_v_old", "pi_v", "o-v", 1, T10_00);
+    old["api_version"] = serde_json::json!("2019-02-19");
+    let mut unknown = payment_intent_succeeded("evt_cust", "pi_v", "o-v", 1, T10_00);
+    unknown["type"] = serde_json::json!("customer.created");
+    let mut no_id = payment_intent_succeeded("x", "pi_v", "o-v", 1, T10_00);
+    no_id.as_object_mut().unwrap().remove("id");
+    for e in [&old, &unknown, &no_id] {
+        assert_eq!(app.post_stripe(e).await.status(), 200);
+    }
+    app.process().await;
+    let (status, reason) = app.event_status("evt_v_old").await;
+    assert_eq!(status, "failed");
+    assert!(reason.unwrap().contains("unsupported API version \"2019-02-19\""));
+    let (status, reason) = app.event_status("evt_cust").await;
+    assert_eq!(status, "ignored");
+    assert!(reason.unwrap().contains("customer.created"));
+    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 3, "all kept");
+    assert_eq!(app.order_status("o-v").await.as_deref(), Some("paid"), "the id-less one still maps");
+    app.shutdown().await;
+}
+
+/// Holds the inbox table's write lock from another connection, so the receiver cannot
+/// commit: it must answer 503 within its commit timeout, and 200 once the lock is gone.
+async fn database_unable_to_commit_gives_503_then_recovers(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| {
+        s.processor.enabled = false;
+        s.receiver.commit_timeout_ms = 700;
+    })
+    .await;
+    let blocker = oncehook::store::Db::connect(&app.db_handle.url).await.unwrap();
+    let mut conn = blocker.writer().acquire().await.unwrap();
+    let lock = match kind {
+        Kind::Sqlite => "BEGIN EXCLUSIVE",
+        Kind::Postgres => "BEGIN; LOCK TABLE inbox_events IN ACCESS EXCLUSIVE MODE",
+    };
+    sqlx::raw_sql(lock).execute(&mut *conn).await.unwrap();
+
+    let event = payment_intent_succeeded("evt_down", "pi_d", "o-d", 1, T10_00);
+    let r = app.post_stripe(&event).await;
+    assert_eq!(r.status(), 503, "never 200 on hope");
+    assert_eq!(r.headers()["retry-after"], "5");
+    assert!(error_text(r).await.contains("could not commit"));
+
+    sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.unwrap();
+    drop(conn);
+    // The provider retries: accepted now (possibly as a duplicate of the late commit).
+    let mut status = 0;
+    for _ in 0..50 {
+        status = app.post_stripe(&event).await.status().as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200, "recovers once the database commits again");
+    app.process().await;
+    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM processed_effects").await, 1);
+    assert_eq!(app.order_status("o-d").await.as_deref(), Some("paid"));
+    blocker.close().await;
+    app.shutdown().await;
+}
+
+async fn correlation_id_is_carried_to_the_rows(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let body = payment_intent_succeeded("evt_corr", "pi_corr", "o-corr", 1, T10_00).to_string();
+    let sig = oncehook::signature::stripe::sign(STRIPE_SECRET, now_secs(), body.as_bytes());
+    let r = app
+        .post_raw(
+            "stripe",
+            vec![("stripe-signature".into(), sig), ("x-request-id".into(), "req-abc-123".into())],
+            body.into_bytes(),
+        )
+        .await;
+    assert_eq!(r.headers()["x-correlation-id"], "req-abc-123");
+    app.process().await;
+    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events WHERE correlation_id = 'req-abc-123'").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries WHERE correlation_id = 'req-abc-123'").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM outbox WHERE correlation_id = 'req-abc-123'").await, 1);
+    app.shutdown().await;
+}
