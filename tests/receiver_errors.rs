@@ -33,11 +33,16 @@ async fn error_text(r: reqwest::Response) -> String {
 async fn bad_signature_is_401_and_stores_nothing(kind: Kind) {
     let app = TestApp::spawn(kind).await;
     let body = payment_intent_succeeded("evt_bad", "pi", "o", 1, T10_00).to_string();
-    let r = app.post_stripe_with(body.as_bytes(), "whsec_wrong", now_secs()).await;
+    let r = app
+        .post_stripe_with(body.as_bytes(), "whsec_wrong", now_secs())
+        .await;
     assert_eq!(r.status(), 401);
     let text = error_text(r).await;
     assert!(text.contains("no signature matches"), "{text}");
-    assert!(!text.contains(STRIPE_SECRET) && !text.contains("whsec_wrong"), "no secret in errors");
+    assert!(
+        !text.contains(STRIPE_SECRET) && !text.contains("whsec_wrong"),
+        "no secret in errors"
+    );
     nothing_stored(&app).await;
     app.shutdown().await;
 }
@@ -45,7 +50,9 @@ async fn bad_signature_is_401_and_stores_nothing(kind: Kind) {
 async fn stale_timestamp_is_401_and_stores_nothing(kind: Kind) {
     let app = TestApp::spawn(kind).await;
     let body = payment_intent_succeeded("evt_old", "pi", "o", 1, T10_00).to_string();
-    let r = app.post_stripe_with(body.as_bytes(), STRIPE_SECRET, now_secs() - 301).await;
+    let r = app
+        .post_stripe_with(body.as_bytes(), STRIPE_SECRET, now_secs() - 301)
+        .await;
     assert_eq!(r.status(), 401);
     assert!(error_text(r).await.contains("tolerance"));
     nothing_stored(&app).await;
@@ -58,10 +65,20 @@ async fn missing_or_malformed_signature_header_is_400(kind: Kind) {
     assert_eq!(r.status(), 400);
     assert!(error_text(r).await.contains("missing stripe-signature"));
     let r = app
-        .post_raw("stripe", vec![("stripe-signature".into(), "nonsense".into())], b"{}".to_vec())
+        .post_raw(
+            "stripe",
+            vec![("stripe-signature".into(), "nonsense".into())],
+            b"{}".to_vec(),
+        )
         .await;
     assert_eq!(r.status(), 400);
-    let r = app.post_raw("acme", vec![("webhook-id".into(), "m".into())], b"{}".to_vec()).await;
+    let r = app
+        .post_raw(
+            "acme",
+            vec![("webhook-id".into(), "m".into())],
+            b"{}".to_vec(),
+        )
+        .await;
     assert_eq!(r.status(), 400);
     nothing_stored(&app).await;
     app.shutdown().await;
@@ -79,7 +96,9 @@ async fn unknown_provider_is_400(kind: Kind) {
 async fn rotated_secret_is_accepted(kind: Kind) {
     let app = TestApp::spawn(kind).await;
     let body = payment_intent_succeeded("evt_rot", "pi_rot", "o-rot", 1, T10_00).to_string();
-    let r = app.post_stripe_with(body.as_bytes(), STRIPE_OLD_SECRET, now_secs()).await;
+    let r = app
+        .post_stripe_with(body.as_bytes(), STRIPE_OLD_SECRET, now_secs())
+        .await;
     assert_eq!(r.status(), 200);
     app.process().await;
     assert_eq!(app.order_status("o-rot").await.as_deref(), Some("paid"));
@@ -107,10 +126,17 @@ async fn malformed_json_with_a_valid_signature_is_kept_and_filed(kind: Kind) {
     let app = TestApp::spawn(kind).await;
     let raw = b"{\"id\": \"evt_broken\", \"type\": \"payment_intent.succ\xffeeded\", oops".to_vec();
     let r = app.post_stripe_with(&raw, STRIPE_SECRET, now_secs()).await;
-    assert_eq!(r.status(), 200, "a signed body is acknowledged whatever it holds");
+    assert_eq!(
+        r.status(),
+        200,
+        "a signed body is acknowledged whatever it holds"
+    );
     let ack: serde_json::Value = r.json().await.unwrap();
     let event_id = ack["event_id"].as_str().unwrap().to_string();
-    assert!(event_id.starts_with("sha256:"), "a stable id from the body: {event_id}");
+    assert!(
+        event_id.starts_with("sha256:"),
+        "a stable id from the body: {event_id}"
+    );
     // A redelivery of the same bytes collapses onto the same row.
     app.post_stripe_with(&raw, STRIPE_SECRET, now_secs()).await;
     assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 1);
@@ -140,12 +166,22 @@ async fn unsupported_api_version_and_unknown_type_are_kept_and_filed(kind: Kind)
     app.process().await;
     let (status, reason) = app.event_status("evt_v_old").await;
     assert_eq!(status, "failed");
-    assert!(reason.unwrap().contains("unsupported API version \"2019-02-19\""));
+    assert!(reason
+        .unwrap()
+        .contains("unsupported API version \"2019-02-19\""));
     let (status, reason) = app.event_status("evt_cust").await;
     assert_eq!(status, "ignored");
     assert!(reason.unwrap().contains("customer.created"));
-    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 3, "all kept");
-    assert_eq!(app.order_status("o-v").await.as_deref(), Some("paid"), "the id-less one still maps");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM inbox_events").await,
+        3,
+        "all kept"
+    );
+    assert_eq!(
+        app.order_status("o-v").await.as_deref(),
+        Some("paid"),
+        "the id-less one still maps"
+    );
     app.shutdown().await;
 }
 
@@ -157,7 +193,9 @@ async fn database_unable_to_commit_gives_503_then_recovers(kind: Kind) {
         s.receiver.commit_timeout_ms = 700;
     })
     .await;
-    let blocker = oncehook::store::Db::connect(&app.db_handle.url).await.unwrap();
+    let blocker = oncehook::store::Db::connect(&app.db_handle.url)
+        .await
+        .unwrap();
     let mut conn = blocker.writer().acquire().await.unwrap();
     let lock = match kind {
         Kind::Sqlite => "BEGIN EXCLUSIVE",
@@ -198,14 +236,29 @@ async fn correlation_id_is_carried_to_the_rows(kind: Kind) {
     let r = app
         .post_raw(
             "stripe",
-            vec![("stripe-signature".into(), sig), ("x-request-id".into(), "req-abc-123".into())],
+            vec![
+                ("stripe-signature".into(), sig),
+                ("x-request-id".into(), "req-abc-123".into()),
+            ],
             body.into_bytes(),
         )
         .await;
     assert_eq!(r.headers()["x-correlation-id"], "req-abc-123");
     app.process().await;
-    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events WHERE correlation_id = 'req-abc-123'").await, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries WHERE correlation_id = 'req-abc-123'").await, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM outbox WHERE correlation_id = 'req-abc-123'").await, 1);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM inbox_events WHERE correlation_id = 'req-abc-123'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries WHERE correlation_id = 'req-abc-123'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM outbox WHERE correlation_id = 'req-abc-123'")
+            .await,
+        1
+    );
     app.shutdown().await;
 }

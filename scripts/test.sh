@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Every test oncehook has: formatting and lints, unit and integration tests on SQLite and
+# (when ONCEHOOK_TEST_POSTGRES_URL is set) PostgreSQL, then the browser tests against the
+# real binary with the hydrated dashboard. Installs what is missing on the way.
+#
+#   scripts/test.sh
+#   ONCEHOOK_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres scripts/test.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+started=$SECONDS
+step() { echo; echo "== $1 ($((SECONDS - started))s)"; }
+
+if [ -n "${ONCEHOOK_TEST_POSTGRES_URL:-}" ]; then
+  echo "PostgreSQL tests: on ($ONCEHOOK_TEST_POSTGRES_URL)"
+else
+  echo "PostgreSQL tests: off (set ONCEHOOK_TEST_POSTGRES_URL to run them)"
+fi
+
+step "rustfmt and clippy"
+rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
+rustup component list --installed | grep -q '^clippy' || rustup component add clippy
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "unit, integration and property tests (SQLite${ONCEHOOK_TEST_POSTGRES_URL:+ and PostgreSQL})"
+cargo test --workspace
+
+step "dashboard frontend (wasm) and server binary"
+scripts/build-frontend.sh
+cargo build --bin oncehook
+
+step "browser tests (Playwright, Debian chromium)"
+end2end/run.sh
+
+step "all tests passed"

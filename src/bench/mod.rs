@@ -1,0 +1,725 @@
+//! `oncehook bench`: drives the real server (started in this process on a fresh database)
+//! over loopback HTTP with Stripe-signed events and measures, for SQLite and PostgreSQL:
+//! ingest throughput and latency at 1, 16 and 64 senders (processor off), processing
+//! throughput on a filled inbox, receipt-to-effect latency at half the peak rate, a 90 %
+//! duplicate storm, and server memory; then compares them with the same run's ceilings
+//! (pgbench with scripts/bench/*.sql, a bare SQLite loop). See BENCHMARKS.md.
+
+mod ceiling;
+mod fixture;
+mod load;
+mod report;
+mod sys;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+
+use crate::cli::Common;
+use crate::config::Settings;
+use crate::server::{self, RunningServer};
+use crate::store::Db;
+use fixture::{FreshDb, Kind};
+use load::{EventFactory, LoadReport, Pace, Plan};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Which {
+    Sqlite,
+    Postgres,
+    Both,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Which database(s) to measure.
+    #[arg(long, value_enum, default_value_t = Which::Both)]
+    pub database: Which,
+    /// PostgreSQL server to use; every step gets a fresh database with a random name there,
+    /// dropped at the end.
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
+    pub postgres_url: String,
+    /// Seconds of each timed step [default: 5; 1 with --quick].
+    #[arg(long)]
+    pub duration_secs: Option<u64>,
+    /// Events in the inbox for the processing step [default: 20000; 3000 with --quick].
+    #[arg(long)]
+    pub events: Option<u64>,
+    /// A smoke run: short steps, small backlog, fewer ceiling variants (under a minute).
+    #[arg(long)]
+    pub quick: bool,
+    /// Worker threads of the load generator (its own runtime, measured apart).
+    #[arg(long, default_value_t = 1)]
+    pub client_threads: usize,
+    /// The pgbench binary for the PostgreSQL ceilings.
+    #[arg(long, default_value = "pgbench")]
+    pub pgbench: PathBuf,
+    /// Where the SQLite files go [default: the system temp directory]. Use a directory on
+    /// the disk you care about: fsync cost is most of the SQLite numbers.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// Ingest concurrency levels.
+const SENDERS: [usize; 3] = [1, 16, 64];
+/// Share of redeliveries in the duplicate storm.
+const STORM_REDELIVERIES: f64 = 0.9;
+/// Processing ceiling clients (the server's default worker count).
+const PROCESS_CLIENTS: usize = 4;
+
+struct Ctx {
+    base: Settings,
+    duration: Duration,
+    events: u64,
+    quick: bool,
+    client_threads: usize,
+    pgbench: PathBuf,
+    secret: String,
+    body0: String,
+    rss_peak: Arc<AtomicU64>,
+}
+
+/// One ingest level.
+pub struct IngestRun {
+    pub senders: usize,
+    pub load: LoadReport,
+    pub cpu: sys::CpuUse,
+}
+
+pub struct Processing {
+    pub events: u64,
+    pub elapsed: Duration,
+    pub drained: bool,
+    pub cpu: sys::CpuUse,
+    pub fill: LoadReport,
+    pub check: String,
+    pub ok: bool,
+}
+
+impl Processing {
+    pub fn per_sec(&self) -> f64 {
+        self.events as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+pub struct Latency {
+    pub label: String,
+    pub offered: f64,
+    pub load: LoadReport,
+    /// processed_at - received_at per event, milliseconds.
+    pub p50_ms: u64,
+    pub p99_ms: u64,
+    pub max_ms: u64,
+    pub processed: u64,
+    /// Events still waiting when the senders stopped.
+    pub backlog_at_end: i64,
+    pub drained: bool,
+    pub cpu: sys::CpuUse,
+}
+
+pub struct Storm {
+    pub load: LoadReport,
+    pub cpu: sys::CpuUse,
+    pub distinct: u64,
+    pub inbox_rows: i64,
+    pub effects: i64,
+    pub deliveries: i64,
+    pub duplicate_deliveries: i64,
+    pub ok: bool,
+}
+
+/// Everything measured on one database.
+pub struct DbResults {
+    pub kind: Kind,
+    pub version: String,
+    /// Ingest ceiling, one event per transaction: (clients, tx/s), one round trip.
+    pub ingest_ceiling: Vec<(usize, f64)>,
+    /// PostgreSQL only: the same with BEGIN/INSERT/INSERT/COMMIT.
+    pub ingest_ceiling_tx: Vec<(usize, f64)>,
+    /// SQLite only: the bare loop batching 100 events per transaction.
+    pub sqlite_batched: Option<f64>,
+    pub ingest: Vec<IngestRun>,
+    pub processing: Option<Processing>,
+    pub processing_ceiling: Option<(usize, f64)>,
+    pub latency: Vec<Latency>,
+    pub storm: Option<Storm>,
+    pub rss_peak_kb: u64,
+}
+
+impl DbResults {
+    fn new(kind: Kind) -> Self {
+        DbResults {
+            kind,
+            version: String::new(),
+            ingest_ceiling: vec![],
+            ingest_ceiling_tx: vec![],
+            sqlite_batched: None,
+            ingest: vec![],
+            processing: None,
+            processing_ceiling: None,
+            latency: vec![],
+            storm: None,
+            rss_peak_kb: 0,
+        }
+    }
+
+    /// The best one-event-per-transaction rate the database reached in this run.
+    pub fn ceiling_max(&self) -> Option<f64> {
+        self.ingest_ceiling
+            .iter()
+            .chain(&self.ingest_ceiling_tx)
+            .map(|(_, tps)| *tps)
+            .reduce(f64::max)
+    }
+
+    pub fn peak_ingest(&self) -> f64 {
+        self.ingest
+            .iter()
+            .map(|r| r.load.per_sec())
+            .fold(0.0, f64::max)
+    }
+}
+
+fn progress(message: impl AsRef<str>) {
+    eprintln!("[bench] {}", message.as_ref());
+}
+
+pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
+    let quick = args.quick;
+    let duration = Duration::from_secs(args.duration_secs.unwrap_or(if quick { 1 } else { 5 }));
+    let events = args.events.unwrap_or(if quick { 3_000 } else { 20_000 });
+    anyhow::ensure!(
+        duration.as_secs() >= 1,
+        "--duration-secs must be at least 1"
+    );
+    anyhow::ensure!(events >= 100, "--events must be at least 100");
+    let kinds: Vec<Kind> = match args.database {
+        Which::Sqlite => vec![Kind::Sqlite],
+        Which::Postgres => vec![Kind::Postgres],
+        Which::Both => vec![Kind::Sqlite, Kind::Postgres],
+    };
+    if tracing::level_filters::LevelFilter::current() >= tracing::Level::INFO {
+        progress(
+            "note: info-level logging is on, so the server writes a log line per event to \
+             stderr and the numbers include that cost; RUST_LOG=warn measures without it",
+        );
+    }
+    let idle_load = sys::background_load(500).await;
+    if idle_load > 0.2 {
+        progress(format!(
+            "warning: the machine is already busy ({idle_load:.2} cores used before the \
+             benchmark started); numbers will be low and noisy"
+        ));
+    }
+
+    let base = common.settings(None)?;
+    let factory = EventFactory::new();
+    let ctx = Ctx {
+        base,
+        duration,
+        events,
+        quick,
+        client_threads: args.client_threads,
+        pgbench: args.pgbench.clone(),
+        secret: format!("whsec_bench_{}", uuid::Uuid::new_v4().simple()),
+        body0: factory.body(0),
+        rss_peak: Arc::new(AtomicU64::new(0)),
+    };
+
+    // Peak resident memory, sampled while the server runs.
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (ctx.rss_peak.clone(), sampling.clone());
+        tokio::spawn(async move {
+            while sampling.load(Ordering::Relaxed) {
+                peak.fetch_max(sys::memory().rss_kb, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let rss_before_kb = sys::memory().rss_kb;
+
+    let mut fixtures = fixture::Fixtures::new(&args.postgres_url, args.dir.as_deref())?;
+    let started = Instant::now();
+    let mut results = vec![];
+    let mut outcome = Ok(());
+    for kind in kinds {
+        match bench_database(kind, &ctx, &mut fixtures).await {
+            Ok(r) => results.push(r),
+            Err(error) => {
+                outcome = Err(error.context(format!("benchmarking {}", kind.label())));
+                break;
+            }
+        }
+    }
+    fixtures.cleanup().await;
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.await;
+    outcome?;
+
+    let info = report::RunInfo {
+        machine: sys::machine_summary(),
+        sqlite_version: ceiling::sqlite_version().await,
+        settings: &ctx.base,
+        duration,
+        events,
+        quick,
+        client_threads: args.client_threads,
+        rss_before_kb,
+        hwm_kb: sys::memory().hwm_kb,
+        idle_load,
+        total: started.elapsed(),
+        body_bytes: ctx.body0.len(),
+    };
+    print!("{}", report::render(&info, &results));
+    Ok(())
+}
+
+async fn bench_database(
+    kind: Kind,
+    ctx: &Ctx,
+    fixtures: &mut fixture::Fixtures,
+) -> anyhow::Result<DbResults> {
+    let mut r = DbResults::new(kind);
+    let label = kind.label();
+    ctx.rss_peak.store(0, Ordering::Relaxed);
+
+    // 1. The ceiling for ingest, then ingest through the server.
+    progress(format!("{label}: ingest ceiling"));
+    match kind {
+        Kind::Postgres => pg_ingest_ceiling(ctx, fixtures, &mut r).await?,
+        Kind::Sqlite => {
+            let db = fixtures.fresh(kind, "ceiling").await?;
+            let rate = ceiling::sqlite_ingest(&db, ctx.body0.as_bytes(), 1, ctx.duration).await?;
+            r.ingest_ceiling.push((1, rate));
+            let db = fixtures.fresh(kind, "ceiling-batched").await?;
+            r.sqlite_batched = Some(
+                ceiling::sqlite_ingest(&db, ctx.body0.as_bytes(), 100, ctx.duration / 2).await?,
+            );
+        }
+    }
+    // The peak RSS figure should be the server's, not the ceilings'.
+    ctx.rss_peak.store(0, Ordering::Relaxed);
+
+    progress(format!("{label}: ingest through the server, processor off"));
+    {
+        let db = fixtures.fresh(kind, "ingest").await?;
+        let server = start(ctx, fixtures, &db, true, false).await?;
+        r.version = database_version(&server.db).await;
+        let factory = EventFactory::new();
+        let mut next = 0;
+        for senders in SENDERS {
+            let cpu = sys::cpu_snapshot();
+            let load = load::drive(
+                plan(
+                    ctx,
+                    &server,
+                    &factory,
+                    senders,
+                    next,
+                    0.0,
+                    Pace::AsFastAsPossible {
+                        duration: ctx.duration,
+                    },
+                ),
+                ctx.client_threads,
+            )
+            .await?;
+            let cpu = cpu.since();
+            next = load.next_new;
+            progress(format!(
+                "  {senders:>2} senders: {:.0} events/s, p50 {:.2} ms, p99 {:.2} ms",
+                load.per_sec(),
+                load.p_ms(0.5),
+                load.p_ms(0.99)
+            ));
+            r.ingest.push(IngestRun { senders, load, cpu });
+        }
+        server.shutdown().await?;
+    }
+
+    // 2. Processing: a full inbox, then the workers alone.
+    progress(format!("{label}: processing ceiling"));
+    let ceiling_rows = 8_000 * ctx.duration.as_secs() + 2_000;
+    match kind {
+        Kind::Postgres => {
+            let db = fixtures.fresh(kind, "process-ceiling").await?;
+            migrate(&db).await?;
+            ceiling::prepare_pg_processing(&db.url, ceiling_rows, ctx.body0.as_bytes()).await?;
+            let run = ceiling::pgbench(
+                &ctx.pgbench,
+                fixtures.dir(),
+                ("pg_process.sql", ceiling::PG_PROCESS),
+                &db.url,
+                PROCESS_CLIENTS,
+                ctx.duration,
+                &[("payload", &ceiling::outbox_payload())],
+            )
+            .await?;
+            r.processing_ceiling = Some((PROCESS_CLIENTS, run.tps));
+        }
+        Kind::Sqlite => {
+            let db = fixtures.fresh(kind, "process-ceiling").await?;
+            let rate =
+                ceiling::sqlite_processing(&db, ctx.body0.as_bytes(), ctx.duration, ceiling_rows)
+                    .await?;
+            r.processing_ceiling = Some((1, rate));
+        }
+    }
+    ctx.rss_peak.store(0, Ordering::Relaxed);
+    progress(format!(
+        "{label}: processing {} events through the processor",
+        ctx.events
+    ));
+    r.processing = Some(processing(ctx, fixtures, kind).await?);
+
+    // 3. Receipt to effect at half the peak rate, processor on.
+    let peak_ingest = r.peak_ingest();
+    let processing_rate = r.processing.as_ref().map_or(0.0, Processing::per_sec);
+    let mut rates = vec![("½ peak ingest".to_string(), peak_ingest / 2.0)];
+    if processing_rate > 0.0 && peak_ingest / 2.0 > 0.8 * processing_rate {
+        // Half the ingest peak is more than the processor sustains: the backlog (and the
+        // latency) grows without bound there. Half the end-to-end peak is the fair test.
+        rates.push(("½ peak processing".to_string(), processing_rate / 2.0));
+    }
+    for (what, rate) in rates {
+        progress(format!(
+            "{label}: receipt-to-effect latency at {rate:.0} events/s ({what})"
+        ));
+        r.latency
+            .push(latency(ctx, fixtures, kind, what, rate.max(1.0)).await?);
+    }
+
+    // 4. Duplicate storm, processor on.
+    progress(format!(
+        "{label}: duplicate storm ({:.0} % redeliveries, 64 senders)",
+        STORM_REDELIVERIES * 100.0
+    ));
+    r.storm = Some(storm(ctx, fixtures, kind).await?);
+    r.rss_peak_kb = ctx.rss_peak.load(Ordering::Relaxed);
+    Ok(r)
+}
+
+fn plan(
+    ctx: &Ctx,
+    server: &RunningServer,
+    factory: &EventFactory,
+    senders: usize,
+    first_new: u64,
+    redelivery_share: f64,
+    pace: Pace,
+) -> Plan {
+    Plan {
+        addr: server.addr,
+        provider: fixture::PROVIDER.into(),
+        secret: ctx.secret.clone(),
+        factory: factory.clone(),
+        senders,
+        pace,
+        redelivery_share,
+        first_new,
+    }
+}
+
+async fn start(
+    ctx: &Ctx,
+    fixtures: &fixture::Fixtures,
+    db: &FreshDb,
+    receiver: bool,
+    processor: bool,
+) -> anyhow::Result<RunningServer> {
+    let settings = fixture::server_settings(
+        &ctx.base,
+        db,
+        fixtures.dir(),
+        &ctx.secret,
+        receiver,
+        processor,
+    );
+    server::start(settings)
+        .await
+        .context("starting the server under test")
+}
+
+async fn migrate(db: &FreshDb) -> anyhow::Result<()> {
+    let handle = Db::connect(&db.url).await?;
+    handle.migrate().await?;
+    handle.close().await;
+    Ok(())
+}
+
+async fn database_version(db: &Db) -> String {
+    let sql = match db.backend {
+        crate::store::Backend::Postgres => "SELECT version()",
+        crate::store::Backend::Sqlite => "SELECT 'SQLite ' || sqlite_version()",
+    };
+    sqlx::query_scalar::<_, String>(sql)
+        .fetch_one(db.reader())
+        .await
+        .unwrap_or_else(|e| format!("unknown ({e})"))
+}
+
+async fn count(db: &Db, sql: &str) -> anyhow::Result<i64> {
+    sqlx::query_scalar::<_, i64>(sql)
+        .fetch_one(db.reader())
+        .await
+        .with_context(|| sql.to_string())
+}
+
+const PENDING: &str = "SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing')";
+
+/// Waits (bounded) until no inbox row is waiting; returns whether it got there.
+async fn wait_drained(db: &Db, timeout: Duration) -> anyhow::Result<bool> {
+    let start = Instant::now();
+    loop {
+        if count(db, PENDING).await? == 0 {
+            return Ok(true);
+        }
+        if start.elapsed() > timeout {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn pg_ingest_ceiling(
+    ctx: &Ctx,
+    fixtures: &mut fixture::Fixtures,
+    r: &mut DbResults,
+) -> anyhow::Result<()> {
+    let sha = hex::encode(Sha256::digest(ctx.body0.as_bytes()));
+    let vars = [("body", ctx.body0.as_str()), ("body_sha256", sha.as_str())];
+    let mut scripts = vec![("pg_ingest.sql", ceiling::PG_INGEST)];
+    if !ctx.quick {
+        scripts.push(("pg_ingest_tx.sql", ceiling::PG_INGEST_TX));
+    }
+    for script in scripts {
+        let db = fixtures.fresh(Kind::Postgres, "ceiling").await?;
+        migrate(&db).await?;
+        for clients in SENDERS {
+            let run = ceiling::pgbench(
+                &ctx.pgbench,
+                fixtures.dir(),
+                script,
+                &db.url,
+                clients,
+                ctx.duration,
+                &vars,
+            )
+            .await?;
+            progress(format!(
+                "  {} {clients:>2} clients: {:.0} tx/s",
+                script.0, run.tps
+            ));
+            if script.0 == "pg_ingest.sql" {
+                r.ingest_ceiling.push((clients, run.tps));
+            } else {
+                r.ingest_ceiling_tx.push((clients, run.tps));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn processing(
+    ctx: &Ctx,
+    fixtures: &mut fixture::Fixtures,
+    kind: Kind,
+) -> anyhow::Result<Processing> {
+    let db = fixtures.fresh(kind, "processing").await?;
+    let factory = EventFactory::new();
+    let receiver = start(ctx, fixtures, &db, true, false).await?;
+    let fill = load::drive(
+        plan(
+            ctx,
+            &receiver,
+            &factory,
+            64,
+            0,
+            0.0,
+            Pace::Count { count: ctx.events },
+        ),
+        ctx.client_threads,
+    )
+    .await?;
+    receiver.shutdown().await?;
+    anyhow::ensure!(
+        fill.acked == ctx.events,
+        "filling the inbox: {} of {} events acknowledged ({})",
+        fill.acked,
+        ctx.events,
+        fill.first_failure.as_deref().unwrap_or("")
+    );
+
+    let cpu = sys::cpu_snapshot();
+    let t0 = Instant::now();
+    let workers = start(ctx, fixtures, &db, false, true).await?;
+    let drained = wait_drained(&workers.db, Duration::from_secs(120 + ctx.events / 100)).await?;
+    let elapsed = t0.elapsed();
+    let cpu = cpu.since();
+    let applied = count(
+        &workers.db,
+        "SELECT COUNT(*) FROM inbox_events WHERE status = 'applied'",
+    )
+    .await?;
+    let effects = count(&workers.db, "SELECT COUNT(*) FROM processed_effects").await?;
+    let outbox = count(&workers.db, "SELECT COUNT(*) FROM outbox").await?;
+    let ledger = count(&workers.db, "SELECT COUNT(*) FROM order_ledger").await?;
+    workers.shutdown().await?;
+    let n = ctx.events as i64;
+    let ok = drained && applied == n && effects == n && outbox == n && ledger == n;
+    Ok(Processing {
+        events: ctx.events,
+        elapsed,
+        drained,
+        cpu,
+        fill,
+        check: format!(
+            "{applied} applied, {effects} effects, {ledger} ledger rows, {outbox} outbox rows \
+             of {n} events"
+        ),
+        ok,
+    })
+}
+
+async fn latency(
+    ctx: &Ctx,
+    fixtures: &mut fixture::Fixtures,
+    kind: Kind,
+    label: String,
+    rate: f64,
+) -> anyhow::Result<Latency> {
+    let db = fixtures.fresh(kind, "latency").await?;
+    let factory = EventFactory::new();
+    let server = start(ctx, fixtures, &db, true, true).await?;
+    let duration = ctx.duration.max(Duration::from_secs(2));
+    let cpu = sys::cpu_snapshot();
+    let load = load::drive(
+        plan(
+            ctx,
+            &server,
+            &factory,
+            64,
+            0,
+            0.0,
+            Pace::Rate {
+                per_sec: rate,
+                duration,
+            },
+        ),
+        ctx.client_threads,
+    )
+    .await?;
+    let cpu = cpu.since();
+    let backlog_at_end = count(&server.db, PENDING).await?;
+    let drained = wait_drained(&server.db, Duration::from_secs(30)).await?;
+    let rows: Vec<i64> = sqlx::query_scalar(
+        "SELECT processed_at - received_at FROM inbox_events WHERE processed_at IS NOT NULL",
+    )
+    .fetch_all(server.db.reader())
+    .await?;
+    server.shutdown().await?;
+    let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("valid histogram");
+    for ms in &rows {
+        hist.record((*ms).max(0) as u64)
+            .context("recording a latency")?;
+    }
+    progress(format!(
+        "  offered {rate:.0}/s, acknowledged {:.0}/s; receipt-to-effect p50 {} ms, p99 {} ms",
+        load.per_sec(),
+        hist.value_at_quantile(0.5),
+        hist.value_at_quantile(0.99)
+    ));
+    Ok(Latency {
+        label,
+        offered: rate,
+        load,
+        p50_ms: hist.value_at_quantile(0.5),
+        p99_ms: hist.value_at_quantile(0.99),
+        max_ms: hist.max(),
+        processed: rows.len() as u64,
+        backlog_at_end,
+        drained,
+        cpu,
+    })
+}
+
+async fn storm(ctx: &Ctx, fixtures: &mut fixture::Fixtures, kind: Kind) -> anyhow::Result<Storm> {
+    let db = fixtures.fresh(kind, "storm").await?;
+    let factory = EventFactory::new();
+    let server = start(ctx, fixtures, &db, true, true).await?;
+    let seed_count = if ctx.quick { 500 } else { 2_000 };
+    let seed = load::drive(
+        plan(
+            ctx,
+            &server,
+            &factory,
+            16,
+            0,
+            0.0,
+            Pace::Count { count: seed_count },
+        ),
+        ctx.client_threads,
+    )
+    .await?;
+    let cpu = sys::cpu_snapshot();
+    let load = load::drive(
+        plan(
+            ctx,
+            &server,
+            &factory,
+            64,
+            seed_count,
+            STORM_REDELIVERIES,
+            Pace::AsFastAsPossible {
+                duration: ctx.duration,
+            },
+        ),
+        ctx.client_threads,
+    )
+    .await?;
+    let cpu = cpu.since();
+    progress(format!(
+        "  {:.0} deliveries/s acknowledged ({:.0} % duplicates), p99 {:.2} ms",
+        load.per_sec(),
+        100.0 * load.acked_duplicates as f64 / load.acked.max(1) as f64,
+        load.p_ms(0.99)
+    ));
+    let drained = wait_drained(&server.db, Duration::from_secs(60)).await?;
+    let inbox_rows = count(&server.db, "SELECT COUNT(*) FROM inbox_events").await?;
+    let applied = count(
+        &server.db,
+        "SELECT COUNT(*) FROM inbox_events WHERE status = 'applied'",
+    )
+    .await?;
+    let effects = count(&server.db, "SELECT COUNT(*) FROM processed_effects").await?;
+    let deliveries = count(&server.db, "SELECT COUNT(*) FROM deliveries").await?;
+    let duplicate_deliveries = count(
+        &server.db,
+        "SELECT COUNT(*) FROM deliveries WHERE duplicate = 1",
+    )
+    .await?;
+    server.shutdown().await?;
+    let distinct = load.next_new;
+    let failures = seed.failed + load.failed;
+    let ok = drained
+        && failures == 0
+        && inbox_rows == distinct as i64
+        && applied == inbox_rows
+        && effects == inbox_rows
+        && deliveries == (seed.acked + load.acked) as i64
+        && duplicate_deliveries == load.acked_duplicates as i64;
+    Ok(Storm {
+        load,
+        cpu,
+        distinct,
+        inbox_rows,
+        effects,
+        deliveries,
+        duplicate_deliveries,
+        ok,
+    })
+}

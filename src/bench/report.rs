@@ -1,0 +1,368 @@
+//! The printed report: one table per database (Markdown, so it pastes into BENCHMARKS.md)
+//! and the issue's targets with the ratios against the same run's ceilings.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use super::fixture::Kind;
+use super::sys::CpuUse;
+use super::DbResults;
+use crate::config::Settings;
+
+pub struct RunInfo<'a> {
+    pub machine: Vec<(String, String)>,
+    pub sqlite_version: String,
+    pub settings: &'a Settings,
+    pub duration: Duration,
+    pub events: u64,
+    pub quick: bool,
+    pub client_threads: usize,
+    pub rss_before_kb: u64,
+    pub hwm_kb: u64,
+    pub idle_load: f64,
+    pub total: Duration,
+    pub body_bytes: usize,
+}
+
+/// 12345.6 → "12,346".
+fn thousands(v: f64) -> String {
+    let n = v.round() as i64;
+    let digits = n.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+fn ms(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.2} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+fn cpu(c: &CpuUse) -> String {
+    format!(
+        "{:.2} / {:.2} / {:.2} of {}",
+        c.server, c.client, c.other, c.cores
+    )
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.0} %", v * 100.0)
+}
+
+fn mark(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+fn mib(kb: u64) -> String {
+    format!("{:.0} MiB", kb as f64 / 1024.0)
+}
+
+pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
+    let mut o = String::new();
+    let s = info.settings;
+    let _ = writeln!(o, "\n# oncehook bench\n");
+    let machine: Vec<String> = info
+        .machine
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    let _ = writeln!(o, "- machine: {}", machine.join("; "));
+    let _ = writeln!(o, "- SQLite (linked by sqlx): {}", info.sqlite_version);
+    for r in results.iter().filter(|r| r.kind == Kind::Postgres) {
+        let _ = writeln!(o, "- PostgreSQL: {}", r.version);
+    }
+    let _ = writeln!(
+        o,
+        "- server settings: receiver.max_batch {}, receiver.writers {} (SQLite: 1), \
+         receiver.commit_timeout_ms {}, processor.workers {}, processor.claim_batch {}, \
+         outbox sinks {:?}",
+        s.receiver.max_batch,
+        s.receiver.writers,
+        s.receiver.commit_timeout_ms,
+        s.processor.workers,
+        s.processor.claim_batch,
+        s.outbox.sinks
+    );
+    let _ = writeln!(
+        o,
+        "- run: {} s per timed step, {}-event processing backlog, {} B Stripe event bodies, \
+         load generator on {} thread(s){}; {:.2} cores busy before start; took {:.0} s",
+        info.duration.as_secs(),
+        info.events,
+        info.body_bytes,
+        info.client_threads,
+        if info.quick { ", --quick" } else { "" },
+        info.idle_load,
+        info.total.as_secs_f64()
+    );
+    let _ = writeln!(
+        o,
+        "- CPU columns: cores used by the server (this process minus the load generator) / \
+         the load generator / everything else on the machine (the database server, pgbench)"
+    );
+
+    for r in results {
+        render_db(&mut o, r);
+    }
+
+    let _ = writeln!(o, "\n## Targets (issue 2)\n");
+    let _ = write!(o, "| target |");
+    for r in results {
+        let _ = write!(o, " {} |", r.kind.label());
+    }
+    let _ = write!(o, "\n|---|");
+    for _ in results {
+        let _ = write!(o, "---|");
+    }
+    let _ = writeln!(o);
+
+    let row = |o: &mut String, name: &str, f: &dyn Fn(&DbResults) -> String| {
+        let _ = write!(o, "| {name} |");
+        for r in results {
+            let _ = write!(o, " {} |", f(r));
+        }
+        let _ = writeln!(o);
+    };
+    row(
+        &mut o,
+        "ingest at 64 senders ≥ 60 % of the best one-event-per-transaction ceiling",
+        &|r| match (r.ingest.iter().find(|i| i.senders == 64), r.ceiling_max()) {
+            (Some(i), Some(c)) => {
+                let ratio = i.load.per_sec() / c;
+                format!(
+                    "{} / {} = {} — {}",
+                    thousands(i.load.per_sec()),
+                    thousands(c),
+                    pct(ratio),
+                    mark(ratio >= 0.6)
+                )
+            }
+            _ => "n/a".into(),
+        },
+    );
+    row(&mut o, "processing ≥ 50 % of its ceiling", &|r| match (
+        &r.processing,
+        r.processing_ceiling,
+    ) {
+        (Some(p), Some((_, c))) => {
+            let ratio = p.per_sec() / c;
+            format!(
+                "{} / {} = {} — {}",
+                thousands(p.per_sec()),
+                thousands(c),
+                pct(ratio),
+                mark(ratio >= 0.5 && p.ok)
+            )
+        }
+        _ => "n/a".into(),
+    });
+    row(
+        &mut o,
+        "p99 receipt-to-effect < 50 ms at half the peak rate",
+        &|r| {
+            r.latency
+                .iter()
+                .map(|l| {
+                    format!(
+                        "{} at {}/s ({}): {}",
+                        ms(l.p99_ms as f64),
+                        thousands(l.offered),
+                        l.label,
+                        mark(l.p99_ms < 50 && l.drained)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        },
+    );
+    row(&mut o, "server RSS < 150 MB under load", &|r| {
+        format!(
+            "{} peak — {}",
+            mib(r.rss_peak_kb),
+            mark(r.rss_peak_kb * 1024 < 150_000_000)
+        )
+    });
+    row(
+        &mut o,
+        "duplicate storm: effects == distinct events",
+        &|r| match &r.storm {
+            Some(s) => format!("{} == {} — {}", s.effects, s.distinct, mark(s.ok)),
+            None => "n/a".into(),
+        },
+    );
+    let _ = writeln!(
+        o,
+        "\nRSS before the first server started: {}; VmHWM of the whole run (includes the \
+         ceilings and the load generator): {}.",
+        mib(info.rss_before_kb),
+        mib(info.hwm_kb)
+    );
+    o
+}
+
+fn render_db(o: &mut String, r: &DbResults) {
+    let _ = writeln!(o, "\n## {}\n", r.kind.label());
+    let _ = writeln!(
+        o,
+        "| step | result | p50 | p99 | CPU server / client / other | notes |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---|---|");
+    let ceiling = r.ceiling_max().unwrap_or(0.0);
+    match r.kind {
+        Kind::Postgres => {
+            for (clients, tps) in &r.ingest_ceiling {
+                let _ = writeln!(
+                    o,
+                    "| ceiling: pgbench pg_ingest.sql (1 round trip), {clients} clients | {} tx/s | | | | one event per transaction |",
+                    thousands(*tps)
+                );
+            }
+            for (clients, tps) in &r.ingest_ceiling_tx {
+                let _ = writeln!(
+                    o,
+                    "| ceiling: pgbench pg_ingest_tx.sql (BEGIN/2×INSERT/COMMIT), {clients} clients | {} tx/s | | | | one event per transaction |",
+                    thousands(*tps)
+                );
+            }
+        }
+        Kind::Sqlite => {
+            for (_, tps) in &r.ingest_ceiling {
+                let _ = writeln!(
+                    o,
+                    "| ceiling: bare sqlx loop, 1 event per transaction | {} tx/s | | | | WAL, synchronous=FULL |",
+                    thousands(*tps)
+                );
+            }
+            if let Some(b) = r.sqlite_batched {
+                let _ = writeln!(
+                    o,
+                    "| context: bare sqlx loop, 100 events per transaction | {} events/s | | | | what batching can reach |",
+                    thousands(b)
+                );
+            }
+        }
+    }
+    for i in &r.ingest {
+        let rate = i.load.per_sec();
+        let mut notes = format!(
+            "{} % of ceiling",
+            (rate / ceiling.max(1e-9) * 100.0).round()
+        );
+        if i.load.failed > 0 {
+            let _ = write!(
+                notes,
+                "; {} failed ({})",
+                i.load.failed,
+                i.load.first_failure.as_deref().unwrap_or("")
+            );
+        }
+        let _ = writeln!(
+            o,
+            "| ingest, {} sender(s), processor off | {} events/s | {} | {} | {} | {} |",
+            i.senders,
+            thousands(rate),
+            ms(i.load.p_ms(0.5)),
+            ms(i.load.p_ms(0.99)),
+            cpu(&i.cpu),
+            notes
+        );
+    }
+    if let Some((clients, tps)) = r.processing_ceiling {
+        let how = match r.kind {
+            Kind::Postgres => format!("pgbench pg_process.sql, {clients} clients"),
+            Kind::Sqlite => "bare sqlx loop, 1 connection".into(),
+        };
+        let _ = writeln!(
+            o,
+            "| ceiling: processing transaction, {how} | {} tx/s | | | | same statements, no claim |",
+            thousands(tps)
+        );
+    }
+    if let Some(p) = &r.processing {
+        let ratio = r
+            .processing_ceiling
+            .map(|(_, c)| format!("{} of ceiling; ", pct(p.per_sec() / c)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "| processing a {}-event backlog, receiver off | {} effects/s | | | {} | {ratio}{}{} |",
+            p.events,
+            thousands(p.per_sec()),
+            cpu(&p.cpu),
+            p.check,
+            if p.drained { "" } else { "; NOT DRAINED" }
+        );
+        let _ = writeln!(
+            o,
+            "| (filling that backlog, 64 senders) | {} events/s | {} | {} | | |",
+            thousands(p.fill.per_sec()),
+            ms(p.fill.p_ms(0.5)),
+            ms(p.fill.p_ms(0.99))
+        );
+    }
+    for l in &r.latency {
+        let _ = writeln!(
+            o,
+            "| receipt-to-effect at {} ({}/s offered), processor on | max {} ms | {} | {} | {} | {} processed, {:.0}/s acknowledged (ack p99 {}), {} waiting when senders stopped{} |",
+            l.label,
+            thousands(l.offered),
+            l.max_ms,
+            ms(l.p50_ms as f64),
+            ms(l.p99_ms as f64),
+            cpu(&l.cpu),
+            l.processed,
+            l.load.per_sec(),
+            ms(l.load.p_ms(0.99)),
+            l.backlog_at_end,
+            if l.drained { "" } else { "; NOT DRAINED" }
+        );
+    }
+    if let Some(s) = &r.storm {
+        let _ = writeln!(
+            o,
+            "| duplicate storm, 64 senders, 90 % redeliveries, processor on | {} deliveries/s | {} | {} | {} | {} % answered duplicate; {} distinct events, {} inbox rows, {} effects, {} deliveries ({} duplicates){} |",
+            thousands(s.load.per_sec()),
+            ms(s.load.p_ms(0.5)),
+            ms(s.load.p_ms(0.99)),
+            cpu(&s.cpu),
+            (100.0 * s.load.acked_duplicates as f64 / s.load.acked.max(1) as f64).round(),
+            s.distinct,
+            s.inbox_rows,
+            s.effects,
+            s.deliveries,
+            s.duplicate_deliveries,
+            if s.ok { "; verified" } else { "; CHECK FAILED" }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "| peak RSS while the server ran | {} | | | | VmRSS sampled every 50 ms; includes the load generator |",
+        mib(r.rss_peak_kb)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(super::thousands(1234567.4), "1,234,567");
+        assert_eq!(super::thousands(999.0), "999");
+        assert_eq!(super::thousands(0.0), "0");
+    }
+}

@@ -1,0 +1,169 @@
+//! What the machine and this process are doing, read from /proc: memory (the server runs
+//! in this process, so VmRSS is the server's plus the small load generator's) and CPU time
+//! split into load generator, server (everything else in this process) and the rest of the
+//! machine (PostgreSQL, pgbench, and any unrelated load).
+
+use std::time::Instant;
+
+/// Linux reports CPU times in USER_HZ ticks, 100 per second on every mainstream platform.
+const TICKS_PER_SEC: f64 = 100.0;
+
+/// Resident memory of this process, in KiB.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Memory {
+    pub rss_kb: u64,
+    pub hwm_kb: u64,
+}
+
+pub fn memory() -> Memory {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Memory {
+        rss_kb: field("VmRSS:"),
+        hwm_kb: field("VmHWM:"),
+    }
+}
+
+/// Threads whose name starts with this belong to the load generator.
+pub const CLIENT_THREAD: &str = "oh-client";
+
+#[derive(Clone, Copy, Debug)]
+pub struct CpuSnapshot {
+    at: Instant,
+    machine_busy: u64,
+    machine_total: u64,
+    process: u64,
+    client: u64,
+}
+
+/// CPU used during an interval, in cores (1.0 = one core busy all the time).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuUse {
+    pub machine: f64,
+    pub server: f64,
+    pub client: f64,
+    /// Machine minus this process: the database server, pgbench, anything else running.
+    pub other: f64,
+    pub cores: usize,
+}
+
+/// utime + stime from a /proc/.../stat line (fields 14 and 15, after the parenthesised name).
+fn stat_ticks(stat: &str) -> u64 {
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    get(11) + get(12)
+}
+
+fn client_ticks() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.starts_with(CLIENT_THREAD))
+        })
+        .map(|t| stat_ticks(&std::fs::read_to_string(t.path().join("stat")).unwrap_or_default()))
+        .sum()
+}
+
+pub fn cpu_snapshot() -> CpuSnapshot {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let times: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let total: u64 = times.iter().take(8).sum();
+    // idle and iowait are not work.
+    let idle = times.get(3).copied().unwrap_or(0) + times.get(4).copied().unwrap_or(0);
+    CpuSnapshot {
+        at: Instant::now(),
+        machine_busy: total.saturating_sub(idle),
+        machine_total: total,
+        process: stat_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()),
+        client: client_ticks(),
+    }
+}
+
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl CpuSnapshot {
+    /// CPU used between `self` and now.
+    pub fn since(&self) -> CpuUse {
+        let now = cpu_snapshot();
+        let secs = now.at.duration_since(self.at).as_secs_f64().max(1e-3);
+        let cores = cores();
+        let total = now.machine_total.saturating_sub(self.machine_total).max(1) as f64;
+        let machine =
+            now.machine_busy.saturating_sub(self.machine_busy) as f64 / total * cores as f64;
+        let process = now.process.saturating_sub(self.process) as f64 / TICKS_PER_SEC / secs;
+        let client = now.client.saturating_sub(self.client) as f64 / TICKS_PER_SEC / secs;
+        CpuUse {
+            machine,
+            server: (process - client).max(0.0),
+            client,
+            other: (machine - process).max(0.0),
+            cores,
+        }
+    }
+}
+
+/// Busy share of the machine over a short idle period, to warn about unrelated load.
+pub async fn background_load(ms: u64) -> f64 {
+    let before = cpu_snapshot();
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    before.since().machine
+}
+
+/// The facts BENCHMARKS.md records about the machine.
+pub fn machine_summary() -> Vec<(String, String)> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|kb| format!("{:.1} GiB", kb / 1024.0 / 1024.0))
+        .unwrap_or_else(|| "unknown".into());
+    vec![
+        ("cores".into(), cores().to_string()),
+        ("CPU".into(), model),
+        ("RAM".into(), mem_gib),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stat_ticks_skips_names_with_spaces() {
+        let line = "42 (tokio runtime) S 1 2 3 4 5 6 7 8 9 10 300 40 0 0";
+        assert_eq!(super::stat_ticks(line), 340);
+    }
+}
