@@ -12,6 +12,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# Where `cargo install` puts wasm-bindgen, even when the caller's PATH lacks it.
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 profile_dir=debug
 profile_args=()

@@ -10,7 +10,9 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+use crate::alerts::AlertSettings;
 use crate::mapping::{self, EventRule, Mapping};
+use crate::retry::RetryPolicy;
 use crate::signature::{SchemeKind, Verifier};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -27,6 +29,11 @@ pub struct Settings {
     pub receiver: ReceiverSettings,
     pub processor: ProcessorSettings,
     pub outbox: OutboxSettings,
+    /// Named sinks outbox rows are delivered through; `log` always exists.
+    pub sinks: BTreeMap<String, SinkSettings>,
+    pub dead_letters: DeadLetterSettings,
+    pub alerts: AlertSettings,
+    pub retention: RetentionSettings,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -72,18 +79,141 @@ pub struct ProcessorSettings {
     pub poll_interval_ms: u64,
     /// A claimed event not finished within this is claimed again (crashed worker).
     pub lease_secs: i64,
-    /// Retries of transient failures (database errors, order not known yet) before the
-    /// event is filed as failed.
-    pub max_attempts: i64,
-    pub retry_base_ms: i64,
-    pub retry_cap_ms: i64,
+    /// Transient and unknown failures (database trouble, order not known yet) retry under
+    /// this policy, then go to the dead-letter queue.
+    pub retry: RetryPolicy,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutboxSettings {
-    /// Sinks every applied transition is announced to (`order.<status>` topics).
+    /// Sinks every applied transition is announced to (`order.<status>` topics), unless a
+    /// route names the topic.
     pub sinks: Vec<String>,
+    /// Topic-specific sinks, e.g. `order.paid` → fulfilment callback and customer email.
+    pub routes: Vec<OutboxRoute>,
+    pub relay: RelaySettings,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxRoute {
+    pub topics: Vec<String>,
+    pub sinks: Vec<String>,
+}
+
+impl OutboxSettings {
+    /// The sinks that get a row for `topic`: every route naming it, else the defaults.
+    pub fn sinks_for(&self, topic: &str) -> Vec<String> {
+        let mut sinks: Vec<String> = self
+            .routes
+            .iter()
+            .filter(|r| r.topics.iter().any(|t| t == topic || t == "*"))
+            .flat_map(|r| r.sinks.iter().cloned())
+            .collect();
+        if sinks.is_empty() {
+            sinks = self.sinks.clone();
+        }
+        sinks.sort();
+        sinks.dedup();
+        sinks
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelaySettings {
+    pub enabled: bool,
+    pub workers: usize,
+    pub claim_batch: i64,
+    pub poll_interval_ms: u64,
+    /// A row being delivered is leased this long; long sends renew the lease.
+    pub lease_secs: i64,
+    pub retry: RetryPolicy,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkSettings {
+    #[serde(flatten)]
+    pub kind: SinkKind,
+    /// Deliveries in flight at once through this sink.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Most deliveries per second through this sink (none: unlimited).
+    #[serde(default)]
+    pub rate_per_sec: Option<f64>,
+}
+
+fn default_concurrency() -> usize {
+    4
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum SinkKind {
+    /// Writes the message to the log (development).
+    Log,
+    /// POSTs the JSON payload with `Idempotency-Key` and Standard Webhooks signature headers.
+    Http {
+        url: String,
+        /// `whsec_<base64>` secret the merchant verifies with; none: unsigned.
+        #[serde(default)]
+        secret: Option<String>,
+        #[serde(default = "default_http_timeout")]
+        timeout_ms: u64,
+    },
+    /// Sends an email over SMTP.
+    Email {
+        smtp_host: String,
+        #[serde(default = "default_smtp_port")]
+        smtp_port: u16,
+        /// `none` (plain, for local relays), `starttls` or `tls`.
+        #[serde(default = "default_smtp_security")]
+        security: String,
+        #[serde(default)]
+        username: Option<String>,
+        #[serde(default)]
+        password: Option<String>,
+        from: String,
+        to: String,
+        #[serde(default = "default_http_timeout")]
+        timeout_ms: u64,
+    },
+}
+
+fn default_http_timeout() -> u64 {
+    10_000
+}
+
+fn default_smtp_port() -> u16 {
+    25
+}
+
+fn default_smtp_security() -> String {
+    "starttls".into()
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterSettings {
+    /// A dead letter should be resolved within this many hours (its deadline).
+    pub resolve_within_hours: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionSettings {
+    /// Run the pruner in `serve`.
+    pub enabled: bool,
+    /// Finished inbox rows (and their deliveries) older than this are pruned.
+    pub inbox_days: i64,
+    /// Delivered outbox rows (and their attempts) older than this are pruned.
+    pub outbox_days: i64,
+    /// Closed dead letters older than this are pruned; open ones never are. Must exceed
+    /// the two above, so a dead letter outlives what it came from.
+    pub dead_letter_days: i64,
+    pub interval_secs: u64,
 }
 
 impl Default for Settings {
@@ -107,12 +237,41 @@ impl Default for Settings {
                 claim_batch: 32,
                 poll_interval_ms: 1_000,
                 lease_secs: 30,
-                max_attempts: 12,
-                retry_base_ms: 500,
-                retry_cap_ms: 300_000,
+                retry: RetryPolicy {
+                    base_ms: 500,
+                    cap_ms: 300_000,
+                    max_attempts: 12,
+                    max_retry_after_ms: 3_600_000,
+                },
             },
             outbox: OutboxSettings {
                 sinks: vec!["log".into()],
+                routes: vec![],
+                relay: RelaySettings {
+                    enabled: true,
+                    workers: 2,
+                    claim_batch: 16,
+                    poll_interval_ms: 1_000,
+                    lease_secs: 30,
+                    retry: RetryPolicy {
+                        base_ms: 1_000,
+                        cap_ms: 600_000,
+                        max_attempts: 15,
+                        max_retry_after_ms: 3_600_000,
+                    },
+                },
+            },
+            sinks: BTreeMap::new(),
+            dead_letters: DeadLetterSettings {
+                resolve_within_hours: 72,
+            },
+            alerts: AlertSettings::default(),
+            retention: RetentionSettings {
+                enabled: true,
+                inbox_days: 30,
+                outbox_days: 30,
+                dead_letter_days: 180,
+                interval_secs: 3_600,
             },
         }
     }
@@ -127,7 +286,7 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
 }
 
-const TOP_LEVEL_KEYS: [&str; 8] = [
+const TOP_LEVEL_KEYS: [&str; 12] = [
     "database_url",
     "data_dir",
     "listen",
@@ -136,6 +295,10 @@ const TOP_LEVEL_KEYS: [&str; 8] = [
     "receiver",
     "processor",
     "outbox",
+    "sinks",
+    "dead_letters",
+    "alerts",
+    "retention",
 ];
 
 impl Settings {
@@ -149,16 +312,43 @@ impl Settings {
             );
             figment = figment.merge(Toml::file(file));
         }
-        figment
+        let settings: Settings = figment
             .merge(
                 Env::prefixed("ONCEHOOK_")
                     .split("__")
                     // Other ONCEHOOK_* variables (the test suite's) are not settings.
-                    .filter(|key| TOP_LEVEL_KEYS.iter().any(|k| key.as_str().starts_with(k))),
+                    .filter(|key| {
+                        let key = key.as_str().to_ascii_lowercase();
+                        TOP_LEVEL_KEYS.iter().any(|k| key.starts_with(k))
+                    }),
             )
             .merge(Serialized::defaults(overrides))
             .extract()
-            .context("invalid configuration")
+            .context("invalid configuration")?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Cross-field rules the types cannot express.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let r = &self.retention;
+        anyhow::ensure!(
+            r.dead_letter_days > r.inbox_days && r.dead_letter_days > r.outbox_days,
+            "retention.dead_letter_days ({}) must exceed inbox_days ({}) and outbox_days ({}): \
+             a dead letter outlives what it came from",
+            r.dead_letter_days,
+            r.inbox_days,
+            r.outbox_days
+        );
+        let mut named: Vec<&String> = self.outbox.sinks.iter().collect();
+        named.extend(self.outbox.routes.iter().flat_map(|r| r.sinks.iter()));
+        for sink in named {
+            anyhow::ensure!(
+                sink == "log" || self.sinks.contains_key(sink),
+                "outbox names sink {sink:?}, which is not declared under [sinks]"
+            );
+        }
+        Ok(())
     }
 
     pub fn is_sqlite(&self) -> bool {
@@ -298,6 +488,42 @@ occurred_at = ["/timestamp"]
             .mapping
             .events
             .contains_key("payment.succeeded"));
+    }
+
+    #[test]
+    fn environment_variables_override_the_file_and_bad_values_are_errors() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("ONCEHOOK_SITE_ROOT", "/srv/site");
+            jail.set_env("ONCEHOOK_PROCESSOR__WORKERS", "9");
+            jail.set_env("ONCEHOOK_TEST_SOMETHING_ELSE", "ignored");
+            let s = Settings::load(None, &Overrides::default()).map_err(|e| e.to_string())?;
+            assert_eq!(s.site_root, PathBuf::from("/srv/site"));
+            assert_eq!(s.processor.workers, 9);
+            jail.set_env("ONCEHOOK_PROCESSOR__WORKERS", "abc");
+            assert!(Settings::load(None, &Overrides::default()).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn retention_must_keep_dead_letters_longest_and_sinks_must_exist() {
+        let mut s = Settings::default();
+        s.retention.dead_letter_days = 10;
+        assert!(s.validate().unwrap_err().to_string().contains("dead_letter_days"));
+        let mut s = Settings::default();
+        s.outbox.sinks = vec!["fulfilment".into()];
+        assert!(s.validate().unwrap_err().to_string().contains("fulfilment"));
+    }
+
+    #[test]
+    fn routes_pick_sinks_per_topic() {
+        let mut o = Settings::default().outbox;
+        o.routes = vec![OutboxRoute {
+            topics: vec!["order.paid".into()],
+            sinks: vec!["fulfilment".into(), "email".into()],
+        }];
+        assert_eq!(o.sinks_for("order.paid"), vec!["email", "fulfilment"]);
+        assert_eq!(o.sinks_for("order.refunded"), vec!["log"]);
     }
 
     #[test]

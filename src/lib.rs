@@ -1,5 +1,6 @@
 //! oncehook: signed payment webhooks in, exactly one business effect out.
 pub mod admin;
+pub mod alerts;
 pub mod bench;
 pub mod cli;
 pub mod config;
@@ -7,6 +8,10 @@ pub mod domain;
 pub mod ingest;
 pub mod mapping;
 pub mod processor;
+pub mod redrive;
+pub mod relay;
+pub mod failure;
+pub mod retention;
 pub mod retry;
 pub mod server;
 pub mod signature;

@@ -1,6 +1,8 @@
 //! Processor workers: claim due inbox rows and turn each into its effect (or its filed
 //! reason) in one transaction. Many workers, in one process or many, share the inbox:
 //! PostgreSQL hands each row to one claimer (SKIP LOCKED); SQLite has one writer anyway.
+//! Failures are classified: transient and unknown ones retry under the policy, permanent
+//! and business ones go to the dead-letter queue at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +12,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn, Instrument};
 
-use crate::config::{ProcessorSettings, Providers};
-use crate::retry::Backoff;
+use crate::alerts::{Alerter, DeadLetterAlert};
+use crate::config::{OutboxSettings, ProcessorSettings, Providers};
+use crate::failure::{classify_db_error, ErrorClass, Failure};
+use crate::retry::Next;
 use crate::store::effects::{self, EffectOutcome, EffectRequest};
 use crate::store::inbox::{self, Claimed, Filed};
 use crate::store::{now_ms, Db};
@@ -20,8 +24,11 @@ pub struct Processor {
     db: Db,
     providers: Arc<Providers>,
     settings: ProcessorSettings,
-    sinks: Vec<String>,
+    outbox: OutboxSettings,
+    resolve_within_ms: i64,
+    alerter: Alerter,
     wake: Arc<Notify>,
+    outbox_wake: Arc<Notify>,
 }
 
 /// What happened to one claimed event; tests and logs read it.
@@ -33,27 +40,30 @@ pub enum Handled {
     Fenced,
 }
 
+/// Everything a processor needs besides the database.
+pub struct ProcessorParts {
+    pub providers: Arc<Providers>,
+    pub settings: ProcessorSettings,
+    pub outbox: OutboxSettings,
+    pub resolve_within_hours: i64,
+    pub alerter: Alerter,
+    /// Wakes the workers when events arrive.
+    pub wake: Arc<Notify>,
+    /// Woken after an effect wrote outbox rows.
+    pub outbox_wake: Arc<Notify>,
+}
+
 impl Processor {
-    pub fn new(
-        db: Db,
-        providers: Arc<Providers>,
-        settings: ProcessorSettings,
-        sinks: Vec<String>,
-        wake: Arc<Notify>,
-    ) -> Self {
+    pub fn new(db: Db, parts: ProcessorParts) -> Self {
         Processor {
             db,
-            providers,
-            settings,
-            sinks,
-            wake,
-        }
-    }
-
-    fn backoff(&self) -> Backoff {
-        Backoff {
-            base_ms: self.settings.retry_base_ms,
-            cap_ms: self.settings.retry_cap_ms,
+            providers: parts.providers,
+            settings: parts.settings,
+            outbox: parts.outbox,
+            resolve_within_ms: parts.resolve_within_hours * 3_600_000,
+            alerter: parts.alerter,
+            wake: parts.wake,
+            outbox_wake: parts.outbox_wake,
         }
     }
 
@@ -68,11 +78,10 @@ impl Processor {
         )
         .await?;
         let count = claims.len();
-        let mut claims = claims.into_iter();
-        for claim in claims.by_ref() {
+        for claim in claims {
             if shutdown.is_cancelled() {
                 // Hand the rest back at once rather than leaving them to lease expiry.
-                inbox::retry_later(&self.db, &claim, now_ms(), "released at shutdown").await?;
+                inbox::retry_later(&self.db, &claim, now_ms(), "released at shutdown", None).await?;
                 continue;
             }
             let span = tracing::info_span!(
@@ -100,114 +109,105 @@ impl Processor {
     }
 
     async fn handle(&self, claim: &Claimed) -> Handled {
-        match self.try_handle(claim).await {
+        let (failure, order_id) = match self.try_handle(claim).await {
+            Ok(Ok(handled)) => return handled,
+            Ok(Err((failure, order_id))) => (failure, order_id),
+            Err(error) => (
+                Failure::new(classify_db_error(&error), format!("processing failed: {error:#}")),
+                None,
+            ),
+        };
+        match self.fail(claim, &failure, order_id.as_deref()).await {
             Ok(handled) => handled,
             Err(error) => {
-                // Database trouble, deadlock, lost connection: transient until proven
-                // otherwise; the row is retried with backoff.
-                let reason = format!("processing failed: {error:#}");
-                warn!(%reason, "will retry");
-                self.retry_or_fail(claim, reason).await
+                // Even this failed: the lease runs out and the row is claimed again.
+                warn!(error = format!("{error:#}"), "could not file the failure; lease will expire");
+                Handled::Fenced
             }
         }
     }
 
-    async fn retry_or_fail(&self, claim: &Claimed, reason: String) -> Handled {
-        let result = if claim.attempt >= self.settings.max_attempts {
-            let reason = format!("gave up after {} attempts: {reason}", claim.attempt);
-            inbox::file(
-                self.db.writer(),
-                claim,
-                Filed::Failed,
-                Some(&reason),
-                None,
-                None,
-                now_ms(),
+    /// Retry within the policy, or dead-letter (at once for permanent and business).
+    async fn fail(&self, claim: &Claimed, failure: &Failure, order_id: Option<&str>) -> anyhow::Result<Handled> {
+        if failure.class.retries() {
+            if let Next::RetryInMs(delay) = self.settings.retry.next(claim.budget_attempt(), failure.retry_after) {
+                warn!(class = failure.class.as_str(), error = %failure.message, delay_ms = delay, "will retry");
+                inbox::retry_later(&self.db, claim, now_ms() + delay, &failure.message, Some(failure.class)).await?;
+                return Ok(Handled::RetryLater(failure.message.clone()));
+            }
+        }
+        let failure = if failure.class.retries() {
+            Failure::new(
+                failure.class,
+                format!("gave up after {} attempts: {}", claim.budget_attempt(), failure.message),
             )
-            .await
-            .map(|_| Handled::Filed(Filed::Failed))
         } else {
-            let next = now_ms() + self.backoff().delay_ms(claim.attempt);
-            inbox::retry_later(&self.db, claim, next, &reason)
-                .await
-                .map(|_| Handled::RetryLater(reason))
+            failure.clone()
         };
-        result.unwrap_or_else(|error| {
-            // Even this failed: the lease runs out and the row is claimed again.
-            warn!(
-                error = format!("{error:#}"),
-                "could not reschedule; lease will expire"
-            );
-            Handled::Fenced
-        })
+        let resolve_by = now_ms() + self.resolve_within_ms;
+        match inbox::dead_letter(&self.db, claim, &failure, order_id, resolve_by).await? {
+            Some(id) => {
+                self.alerter.dead_lettered(DeadLetterAlert {
+                    dead_letter_id: id,
+                    stage: "processor".into(),
+                    class: failure.class.as_str().into(),
+                    error: failure.message.clone(),
+                    event_id: Some(claim.event_id.clone()),
+                    order_id: order_id.map(str::to_owned),
+                });
+                Ok(Handled::Filed(Filed::Dead))
+            }
+            None => Ok(Handled::Fenced),
+        }
     }
 
-    async fn try_handle(&self, claim: &Claimed) -> anyhow::Result<Handled> {
+    /// `Ok(Ok(_))`: handled; `Ok(Err(_))`: a classified failure; `Err(_)`: the database.
+    async fn try_handle(&self, claim: &Claimed) -> anyhow::Result<Result<Handled, (Failure, Option<String>)>> {
         let now = now_ms();
-        let file = |filed: Filed, reason: String| async move {
-            info!(status = filed.as_str(), %reason, "filed");
-            let ok = inbox::file(
-                self.db.writer(),
-                claim,
-                filed,
-                Some(&reason),
-                None,
-                None,
-                now,
-            )
-            .await?;
-            anyhow::Ok(if ok {
-                Handled::Filed(filed)
-            } else {
-                Handled::Fenced
-            })
-        };
+        let permanent = |m: String| Ok(Err((Failure::new(ErrorClass::Permanent, m), None)));
         let Some(provider) = self.providers.get(&claim.provider) else {
-            return file(
-                Filed::Failed,
-                format!("provider {} is not configured", claim.provider),
-            )
-            .await;
+            return permanent(format!("provider {} is not configured", claim.provider));
         };
         let event = match provider.mapping.map(&claim.raw_body) {
             Ok(event) => event,
-            Err(e) if e.is_ignorable() => return file(Filed::Ignored, e.to_string()).await,
-            Err(e) => return file(Filed::Failed, e.to_string()).await,
+            Err(e) if e.is_ignorable() => {
+                info!(reason = %e, "ignored");
+                let ok = inbox::file(self.db.writer(), claim, Filed::Ignored, Some(&e.to_string()), None, None, now).await?;
+                return Ok(Ok(if ok { Handled::Filed(Filed::Ignored) } else { Handled::Fenced }));
+            }
+            Err(e) => return permanent(e.to_string()),
         };
         let order_id = match &event.order_id {
             Some(order_id) => order_id.clone(),
-            None => {
-                match effects::resolve_order(&self.db, &claim.provider, &event.lookup_refs).await? {
-                    Some(order_id) => order_id,
-                    None => {
-                        let reason = format!(
-                            "order not known yet: no earlier event named an order for {}",
-                            event.lookup_refs.join(", ")
-                        );
-                        return Ok(self.retry_or_fail(claim, reason).await);
-                    }
+            None => match effects::resolve_order(&self.db, &claim.provider, &event.lookup_refs).await? {
+                Some(order_id) => order_id,
+                None => {
+                    let reason = format!(
+                        "order not known yet: no earlier event named an order for {}",
+                        event.lookup_refs.join(", ")
+                    );
+                    return Ok(Err((Failure::new(ErrorClass::Unknown, reason), None)));
                 }
-            }
+            },
         };
+        let topic = format!("order.{}", event.transition.target().as_str());
+        let sinks = self.outbox.sinks_for(&topic);
         let outcome = effects::apply(
             &self.db,
             EffectRequest {
                 claim,
                 event: &event,
                 order_id: &order_id,
-                sinks: &self.sinks,
+                sinks: &sinks,
                 now,
             },
         )
         .await?;
+        let business = |reason: &str| Ok(Err((Failure::new(ErrorClass::Business, reason), Some(order_id.clone()))));
         let handled = match &outcome {
             EffectOutcome::Applied { status, .. } => {
-                info!(
-                    order_id,
-                    transition = event.transition.as_str(),
-                    status = status.as_str(),
-                    "applied"
-                );
+                info!(order_id, transition = event.transition.as_str(), status = status.as_str(), "applied");
+                self.outbox_wake.notify_waiters();
                 Handled::Filed(Filed::Applied)
             }
             EffectOutcome::Duplicate { reason, .. } => {
@@ -218,13 +218,11 @@ impl Processor {
                 info!(order_id, %reason, "stale");
                 Handled::Filed(Filed::Stale)
             }
-            EffectOutcome::Refused { reason, .. } => {
-                info!(order_id, %reason, "refused");
-                Handled::Filed(Filed::Refused)
-            }
+            EffectOutcome::Refused { reason, .. } => return business(&format!("refused transition: {reason}")),
+            EffectOutcome::Mismatch { reason, .. } => return business(reason),
             EffectOutcome::Fenced => Handled::Fenced,
         };
-        Ok(handled)
+        Ok(Ok(handled))
     }
 
     /// Starts `workers` loops that run until `shutdown`, finishing the event in hand.
@@ -233,10 +231,7 @@ impl Processor {
             .map(|n| {
                 let this = self.clone();
                 let shutdown = shutdown.clone();
-                tokio::spawn(
-                    async move { this.work(shutdown).await }
-                        .instrument(tracing::info_span!("worker", n)),
-                )
+                tokio::spawn(async move { this.work(shutdown).await }.instrument(tracing::info_span!("worker", n)))
             })
             .collect()
     }
@@ -263,11 +258,7 @@ impl Processor {
 }
 
 /// Relays PostgreSQL NOTIFY wake-ups (sent by receivers in any process) to local workers.
-pub fn spawn_pg_listener(
-    url: String,
-    wake: Arc<Notify>,
-    shutdown: CancellationToken,
-) -> JoinHandle<()> {
+pub fn spawn_pg_listener(url: String, wake: Arc<Notify>, shutdown: CancellationToken) -> JoinHandle<()> {
     tokio::spawn(async move {
         while !shutdown.is_cancelled() {
             let mut listener = match sqlx::postgres::PgListener::connect(&url).await {

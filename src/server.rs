@@ -13,7 +13,9 @@ use tracing::info;
 use crate::admin::StoreBackend;
 use crate::config::{Providers, Settings};
 use crate::ingest::Ingestor;
-use crate::processor::{spawn_pg_listener, Processor};
+use crate::alerts::Alerter;
+use crate::processor::{spawn_pg_listener, Processor, ProcessorParts};
+use crate::relay::{sinks::Sinks, Relay};
 use crate::store::{Backend, Db};
 use crate::web::{self, webhooks::WebhookState, WebParts};
 
@@ -89,13 +91,20 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         None
     };
 
+    let (alerter, alert_task) = Alerter::start(settings.alerts.clone());
+    let outbox_wake = Arc::new(Notify::new());
     if settings.processor.enabled {
         let processor = Arc::new(Processor::new(
             db.clone(),
-            providers.clone(),
-            settings.processor.clone(),
-            settings.outbox.sinks.clone(),
-            wake.clone(),
+            ProcessorParts {
+                providers: providers.clone(),
+                settings: settings.processor.clone(),
+                outbox: settings.outbox.clone(),
+                resolve_within_hours: settings.dead_letters.resolve_within_hours,
+                alerter: alerter.clone(),
+                wake: wake.clone(),
+                outbox_wake: outbox_wake.clone(),
+            },
         ));
         background.extend(processor.spawn_workers(shutdown.clone()));
         if db.backend == Backend::Postgres {
@@ -106,6 +115,24 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
             ));
         }
     }
+
+    if settings.outbox.relay.enabled {
+        let relay = Arc::new(Relay::new(
+            db.clone(),
+            Sinks::build(&settings.sinks)?,
+            settings.outbox.relay.clone(),
+            settings.dead_letters.resolve_within_hours,
+            alerter.clone(),
+            outbox_wake.clone(),
+        ));
+        background.extend(relay.spawn_workers(shutdown.clone()));
+    }
+    if settings.retention.enabled {
+        background.push(crate::retention::spawn_pruner(db.clone(), settings.retention.clone(), shutdown.clone()));
+    }
+    // The alert sender stops once every Alerter clone is gone (after the workers).
+    drop(alerter);
+    background.push(alert_task);
 
     let router = web::router(WebParts {
         webhooks,

@@ -117,7 +117,7 @@ async fn killed_during_a_burst_every_acknowledged_event_is_processed_exactly_onc
             })
         })
         .collect();
-    for _ in 0..400 {
+    for _ in 0..6_000 {
         if acked.lock().unwrap().len() >= 150 {
             break;
         }

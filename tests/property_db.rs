@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{Kind, TestDb};
-use oncehook::config::{Providers, Settings};
+use oncehook::config::Settings;
 use oncehook::domain::Transition;
 use oncehook::processor::Processor;
 use oncehook::store::ingest::{store_receipts, Receipt};
@@ -105,13 +105,7 @@ impl Harness {
         let mut settings = Settings::default();
         settings.providers = common::providers();
         settings.processor.claim_batch = 1;
-        let processor = Arc::new(Processor::new(
-            db.clone(),
-            Arc::new(Providers::build(&settings.providers).unwrap()),
-            settings.processor.clone(),
-            vec!["log".into()],
-            Arc::new(tokio::sync::Notify::new()),
-        ));
+        let processor = Arc::new(common::processor(&db, &settings));
         Harness { db, processor }
     }
 

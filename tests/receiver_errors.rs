@@ -142,8 +142,12 @@ async fn malformed_json_with_a_valid_signature_is_kept_and_filed(kind: Kind) {
     assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 1);
     app.process().await;
     let (status, reason) = app.event_status(&event_id).await;
-    assert_eq!(status, "failed");
+    assert_eq!(status, "dead");
     assert!(reason.unwrap().contains("not JSON"));
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM dead_letters WHERE error_class = 'permanent' AND status = 'open'").await,
+        1
+    );
     let kept: Vec<u8> = sqlx::query_scalar("SELECT raw_body FROM inbox_events")
         .fetch_one(app.db.reader())
         .await
@@ -165,7 +169,7 @@ async fn unsupported_api_version_and_unknown_type_are_kept_and_filed(kind: Kind)
     }
     app.process().await;
     let (status, reason) = app.event_status("evt_v_old").await;
-    assert_eq!(status, "failed");
+    assert_eq!(status, "dead");
     assert!(reason
         .unwrap()
         .contains("unsupported API version \"2019-02-19\""));

@@ -23,7 +23,6 @@ pub const PG_PROCESS: &str = include_str!("../../scripts/bench/pg_process.sql");
 /// One pgbench run.
 #[derive(Clone, Debug)]
 pub struct Pgbench {
-    pub clients: usize,
     pub tps: f64,
     pub latency_ms: Option<f64>,
 }
@@ -103,7 +102,6 @@ pub async fn pgbench(
         "pgbench {script_name}: {failed} failed transactions:\n{stdout}"
     );
     Ok(Pgbench {
-        clients,
         tps,
         latency_ms: number_after(&stdout, "latency average ="),
     })

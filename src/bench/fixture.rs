@@ -35,7 +35,6 @@ pub struct Fixtures {
 /// A fresh, empty database (no schema yet).
 #[derive(Clone, Debug)]
 pub struct FreshDb {
-    pub kind: Kind,
     pub url: String,
     /// The SQLite file, for the bare-loop ceilings.
     pub sqlite_path: Option<PathBuf>,
@@ -81,7 +80,6 @@ impl Fixtures {
             Kind::Sqlite => {
                 let path = self.dir.join(format!("{step}-{}.db", random_suffix()));
                 Ok(FreshDb {
-                    kind,
                     url: format!("sqlite://{}", path.display()),
                     sqlite_path: Some(path),
                 })
@@ -103,7 +101,6 @@ impl Fixtures {
                 admin.close().await.ok();
                 self.pg_databases.push(name.clone());
                 Ok(FreshDb {
-                    kind,
                     url: with_database(&self.postgres_admin_url, &name)?,
                     sqlite_path: None,
                 })
@@ -164,6 +161,10 @@ pub fn server_settings(
     }];
     s.receiver.enabled = receiver;
     s.processor.enabled = processor;
+    // Issue 2's pipeline only: receipt → inbox → effect. The outbox relay and the pruner
+    // would add their own load to every step and are not what these numbers are about.
+    s.outbox.relay.enabled = false;
+    s.retention.enabled = false;
     s
 }
 

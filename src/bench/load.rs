@@ -52,9 +52,10 @@ impl EventFactory {
         let amount = 1_000 + (n * 7_919) % 90_000;
         let pi = format!("pi_3P{tag}{n:08}");
         let order = format!("ord_{tag}_{n}");
+        let id = self.event_id(n);
         format!(
             r#"{{
-  "id": "evt_3P{tag}{n:08}",
+  "id": "{id}",
   "object": "event",
   "api_version": "2024-06-20",
   "created": {created},

@@ -511,8 +511,10 @@ async fn pg_ingest_ceiling(
             )
             .await?;
             progress(format!(
-                "  {} {clients:>2} clients: {:.0} tx/s",
-                script.0, run.tps
+                "  {} {clients:>2} clients: {:.0} tx/s, latency {:.2} ms",
+                script.0,
+                run.tps,
+                run.latency_ms.unwrap_or(f64::NAN)
             ));
             if script.0 == "pg_ingest.sql" {
                 r.ingest_ceiling.push((clients, run.tps));

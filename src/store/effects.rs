@@ -29,10 +29,10 @@ pub enum EffectOutcome {
         key: String,
         reason: String,
     },
-    Refused {
-        key: String,
-        reason: String,
-    },
+    /// The state machine forbids it (a business failure: nothing was written).
+    Refused { key: String, reason: String },
+    /// Amount or currency does not fit the order (a business failure: nothing was written).
+    Mismatch { key: String, reason: String },
     /// Our claim expired and another worker owns the event; nothing was written.
     Fenced,
 }
@@ -76,7 +76,7 @@ fn guard_sql(transition: Transition) -> String {
     // run the same histories through both.
     format!(
         "UPDATE orders SET status = $2, last_event_at = $3, last_sequence = $4, last_rank = $5, \
-         last_event_id = $6, currency = COALESCE($7, currency), updated_at = $8 \
+         last_event_id = $6, currency = COALESCE(currency, $7), updated_at = $8 \
          WHERE order_id = $1 AND status IN ({}) \
          AND (last_event_at IS NULL OR last_event_at < $3 OR (last_event_at = $3 AND ( \
              (last_sequence IS NOT NULL AND $4 IS NOT NULL AND last_sequence <> $4 AND last_sequence < $4) \
@@ -85,16 +85,17 @@ fn guard_sql(transition: Transition) -> String {
     )
 }
 
-async fn order_head(tx: &mut Transaction<'_, Any>, order_id: &str) -> anyhow::Result<OrderHead> {
+pub(crate) async fn order_head(conn: &mut sqlx::AnyConnection, order_id: &str) -> anyhow::Result<Option<OrderHead>> {
     let row = sqlx::query(
         "SELECT status, last_event_at, last_sequence, last_rank FROM orders WHERE order_id = $1",
     )
     .bind(order_id)
-    .fetch_one(&mut **tx)
+    .fetch_optional(&mut *conn)
     .await?;
+    let Some(row) = row else { return Ok(None) };
     let status: String = row.try_get(0)?;
     let at: Option<i64> = row.try_get(1)?;
-    Ok(OrderHead {
+    Ok(Some(OrderHead {
         status: OrderStatus::parse(&status)
             .ok_or_else(|| anyhow::anyhow!("order {order_id} has unknown status {status:?}"))?,
         last: match at {
@@ -105,7 +106,7 @@ async fn order_head(tx: &mut Transaction<'_, Any>, order_id: &str) -> anyhow::Re
             }),
             None => None,
         },
-    })
+    }))
 }
 
 pub async fn apply(db: &Db, req: EffectRequest<'_>) -> anyhow::Result<EffectOutcome> {
@@ -178,6 +179,11 @@ pub async fn apply(db: &Db, req: EffectRequest<'_>) -> anyhow::Result<EffectOutc
     .execute(&mut *tx)
     .await?;
 
+    if let Some(reason) = mismatch(&mut tx, event, order_id).await? {
+        tx.rollback().await?;
+        return Ok(EffectOutcome::Mismatch { key: key.to_string(), reason });
+    }
+
     let stamp = Stamp {
         at_ms: event.occurred_at_ms,
         sequence: event.sequence,
@@ -203,35 +209,21 @@ pub async fn apply(db: &Db, req: EffectRequest<'_>) -> anyhow::Result<EffectOutc
             status: transition.target(),
         }
     } else {
-        let head = order_head(&mut tx, order_id).await?;
-        let (kind, reason) = match judge(&head, transition, &stamp) {
-            Verdict::Stale(reason) => ("stale", reason),
-            Verdict::Refused(reason) => ("refused", reason),
+        let head = order_head(&mut tx, order_id)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("order {order_id} vanished mid-transaction"))?;
+        match judge(&head, transition, &stamp) {
+            Verdict::Stale(reason) => {
+                record_stale(&mut tx, claim, event, order_id, &key, &reason, head.status, now).await?;
+                EffectOutcome::Stale { key: key.to_string(), reason }
+            }
+            Verdict::Refused(reason) => {
+                // The key stays free: once someone fixes the cause, a redrive can apply it.
+                tx.rollback().await?;
+                return Ok(EffectOutcome::Refused { key: key.to_string(), reason });
+            }
             Verdict::Apply => {
                 anyhow::bail!("guard refused what the state machine allows ({order_id})")
-            }
-        };
-        record_not_applied(
-            &mut tx,
-            claim,
-            event,
-            order_id,
-            &key,
-            kind,
-            &reason,
-            head.status,
-            now,
-        )
-        .await?;
-        if kind == "stale" {
-            EffectOutcome::Stale {
-                key: key.to_string(),
-                reason,
-            }
-        } else {
-            EffectOutcome::Refused {
-                key: key.to_string(),
-                reason,
             }
         }
     };
@@ -240,8 +232,10 @@ pub async fn apply(db: &Db, req: EffectRequest<'_>) -> anyhow::Result<EffectOutc
     let (filed, reason) = match &outcome {
         EffectOutcome::Applied { .. } => (Filed::Applied, None),
         EffectOutcome::Stale { reason, .. } => (Filed::Stale, Some(reason.as_str())),
-        EffectOutcome::Refused { reason, .. } => (Filed::Refused, Some(reason.as_str())),
-        EffectOutcome::Duplicate { .. } | EffectOutcome::Fenced => unreachable!("handled above"),
+        EffectOutcome::Duplicate { .. }
+        | EffectOutcome::Refused { .. }
+        | EffectOutcome::Mismatch { .. }
+        | EffectOutcome::Fenced => unreachable!("returned above"),
     };
     if !inbox::file(
         &mut *tx,
@@ -326,18 +320,53 @@ async fn record_applied(
     Ok(())
 }
 
+/// Amount and currency checks against what the order already holds; a reason when the
+/// event does not fit (a business failure for an engineer to look at).
+pub(crate) async fn mismatch(conn: &mut sqlx::AnyConnection, event: &MappedEvent, order_id: &str) -> anyhow::Result<Option<String>> {
+    let row = sqlx::query(
+        "SELECT o.currency, \
+         CAST(COALESCE((SELECT SUM(CASE WHEN l.transition = 'pay' THEN l.amount \
+              WHEN l.transition = 'refund' THEN -l.amount ELSE 0 END) \
+              FROM order_ledger l WHERE l.order_id = o.order_id), 0) AS BIGINT), \
+         (SELECT COUNT(*) FROM order_ledger l WHERE l.order_id = o.order_id AND l.transition = 'pay') \
+         FROM orders o WHERE o.order_id = $1",
+    )
+    .bind(order_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let currency: Option<String> = row.try_get(0)?;
+    let net_paid: i64 = row.try_get(1)?;
+    let payments: i64 = row.try_get(2)?;
+    if let (Some(order), Some(event)) = (&currency, &event.currency) {
+        if order != event {
+            return Ok(Some(format!("currency mismatch: order {order_id} is in {order}, the event in {event}")));
+        }
+    }
+    if event.transition == Transition::Refund && payments > 0 {
+        if let Some(amount) = event.amount {
+            if amount > net_paid {
+                return Ok(Some(format!(
+                    "amount mismatch: refund of {amount} exceeds the {net_paid} still paid on order {order_id}"
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
 #[allow(clippy::too_many_arguments)]
-async fn record_not_applied(
+async fn record_stale(
     tx: &mut Transaction<'_, Any>,
     claim: &Claimed,
     event: &MappedEvent,
     order_id: &str,
     key: &EffectKey,
-    kind: &str,
     reason: &str,
     order_status: OrderStatus,
     now: i64,
 ) -> anyhow::Result<()> {
+    let kind = "stale";
     sqlx::query("UPDATE processed_effects SET outcome = $2 WHERE effect_key = $1")
         .bind(key.as_str())
         .bind(kind)

@@ -15,8 +15,21 @@ pub struct Claimed {
     pub event_id: String,
     pub raw_body: Vec<u8>,
     pub correlation_id: String,
+    pub event_type: Option<String>,
+    pub received_at: i64,
     /// The fence: this claim's attempt number.
     pub attempt: i64,
+    /// `attempt` at the last redrive: attempts since then count against the retry limit.
+    pub retries_base: i64,
+    /// Errors of earlier attempts (JSON array), if any.
+    pub error_history: Option<String>,
+}
+
+impl Claimed {
+    /// Attempts that count against the retry limit (1 on the first).
+    pub fn budget_attempt(&self) -> i64 {
+        self.attempt - self.retries_base
+    }
 }
 
 /// How an event was filed. The strings are the inbox `status` column's values.
@@ -27,7 +40,8 @@ pub enum Filed {
     Stale,
     Refused,
     Ignored,
-    Failed,
+    /// In the dead-letter queue.
+    Dead,
 }
 
 impl Filed {
@@ -38,7 +52,7 @@ impl Filed {
             Filed::Stale => "stale",
             Filed::Refused => "refused",
             Filed::Ignored => "ignored",
-            Filed::Failed => "failed",
+            Filed::Dead => "dead",
         }
     }
 }
@@ -50,7 +64,11 @@ fn claimed(row: AnyRow) -> Result<Claimed, sqlx::Error> {
         event_id: row.try_get("event_id")?,
         raw_body: row.try_get("raw_body")?,
         correlation_id: row.try_get("correlation_id")?,
+        event_type: row.try_get("event_type")?,
+        received_at: row.try_get("received_at")?,
         attempt: row.try_get("attempts")?,
+        retries_base: row.try_get("retries_base")?,
+        error_history: row.try_get("error_history")?,
     })
 }
 
@@ -61,14 +79,12 @@ pub async fn claim(
     lease_until: i64,
     limit: i64,
 ) -> anyhow::Result<Vec<Claimed>> {
-    let sql = format!(
-        "UPDATE inbox_events SET status = 'processing', attempts = attempts + 1, \
-         next_attempt_at = $1 \
-         WHERE id IN (SELECT id FROM inbox_events \
-             WHERE status IN ('pending', 'processing') AND next_attempt_at <= $2 \
-             ORDER BY next_attempt_at, id LIMIT $3 {}) \
-         RETURNING id, provider, event_id, raw_body, correlation_id, attempts",
-        db.skip_locked()
+    let sql = super::queue::claim_sql(
+        db,
+        "inbox_events",
+        "processing",
+        "id, provider, event_id, event_type, raw_body, correlation_id, received_at, attempts, \
+         retries_base, error_history",
     );
     let rows = sqlx::query(&sql)
         .bind(lease_until)
@@ -114,22 +130,75 @@ where
     Ok(done.rows_affected() == 1)
 }
 
-/// Puts a claimed row back in the queue, due at `next_attempt_at`, with the reason shown.
+/// Puts a claimed row back in the queue, due at `next_attempt_at`, with the reason shown
+/// and, when it was a failure, added to the row's error history.
 pub async fn retry_later(
     db: &Db,
     claim: &Claimed,
     next_attempt_at: i64,
     reason: &str,
+    failure: Option<crate::failure::ErrorClass>,
 ) -> anyhow::Result<bool> {
+    let history = match failure {
+        Some(class) => Some(super::dead_letters::append_history(
+            claim.error_history.as_deref(),
+            super::now_ms(),
+            class,
+            reason,
+        )),
+        None => claim.error_history.clone(),
+    };
     let done = sqlx::query(
-        "UPDATE inbox_events SET status = 'pending', next_attempt_at = $1, reason = $2 \
-         WHERE id = $3 AND attempts = $4 AND status = 'processing'",
+        "UPDATE inbox_events SET status = 'pending', next_attempt_at = $1, reason = $2, \
+         error_history = $5 WHERE id = $3 AND attempts = $4 AND status = 'processing'",
     )
     .bind(next_attempt_at)
     .bind(reason)
     .bind(claim.id)
     .bind(claim.attempt)
+    .bind(history)
     .execute(db.writer())
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Moves a claimed event to the dead-letter queue: the inbox row is filed `dead` and the
+/// dead letter written in one transaction. Returns the dead letter's id, or `None` when
+/// the claim was fenced off.
+pub async fn dead_letter(
+    db: &Db,
+    claim: &Claimed,
+    failure: &crate::failure::Failure,
+    order_id: Option<&str>,
+    resolve_by: i64,
+) -> anyhow::Result<Option<i64>> {
+    let now = super::now_ms();
+    let mut tx = db.writer().begin().await?;
+    if !file(&mut *tx, claim, Filed::Dead, Some(&failure.message), order_id, None, now).await? {
+        return Ok(None);
+    }
+    let id = super::dead_letters::put(
+        &mut tx,
+        &super::dead_letters::NewDeadLetter {
+            stage: super::dead_letters::STAGE_PROCESSOR,
+            sink: None,
+            source_id: claim.id,
+            provider: Some(&claim.provider),
+            event_id: Some(&claim.event_id),
+            event_type: claim.event_type.as_deref(),
+            order_id,
+            payload: &claim.raw_body,
+            class: failure.class,
+            error: &failure.message,
+            earlier_errors: claim.error_history.as_deref(),
+            attempts: claim.attempt,
+            first_attempt_at: claim.received_at,
+            correlation_id: &claim.correlation_id,
+            now,
+            resolve_by,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(id))
 }

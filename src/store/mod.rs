@@ -2,9 +2,12 @@
 //! the few statements that differ (row claiming, wake-ups) branch on the backend. Columns
 //! are integers, text and bytes only (times in Unix ms), which `Any` maps on both.
 
+pub mod dead_letters;
 pub mod effects;
 pub mod inbox;
 pub mod ingest;
+pub mod outbox;
+pub mod queue;
 pub mod read;
 
 use std::str::FromStr;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oncehook::config::{ProviderSettings, Providers, Settings};
-use oncehook::processor::Processor;
+use oncehook::processor::{Processor, ProcessorParts};
 use oncehook::server::RunningServer;
 use oncehook::signature::SchemeKind;
 use oncehook::store::Db;
@@ -181,7 +181,8 @@ pub fn settings(db: &TestDb) -> Settings {
     s.data_dir = std::env::temp_dir();
     s.processor.poll_interval_ms = 50;
     // Retries wait long enough that a test sees them waiting; `make_due` skips the wait.
-    s.processor.retry_base_ms = 60_000;
+    s.processor.retry.base_ms = 60_000;
+    s.retention.enabled = false;
     s
 }
 
@@ -195,9 +196,13 @@ pub struct TestApp {
 }
 
 impl TestApp {
-    /// The server with its processor OFF: tests drive processing step by step.
+    /// The server with its processor and relay OFF: tests drive them step by step.
     pub async fn spawn(kind: Kind) -> TestApp {
-        Self::spawn_with(kind, |s| s.processor.enabled = false).await
+        Self::spawn_with(kind, |s| {
+            s.processor.enabled = false;
+            s.outbox.relay.enabled = false;
+        })
+        .await
     }
 
     pub async fn spawn_with(kind: Kind, tweak: impl FnOnce(&mut Settings)) -> TestApp {
@@ -218,11 +223,16 @@ impl TestApp {
     }
 
     pub fn processor(&self) -> Processor {
-        Processor::new(
+        processor(&self.db, &self.settings)
+    }
+
+    pub fn relay(&self) -> oncehook::relay::Relay {
+        oncehook::relay::Relay::new(
             self.db.clone(),
-            Arc::new(Providers::build(&self.settings.providers).unwrap()),
-            self.settings.processor.clone(),
-            self.settings.outbox.sinks.clone(),
+            oncehook::relay::sinks::Sinks::build(&self.settings.sinks).unwrap(),
+            self.settings.outbox.relay.clone(),
+            self.settings.dead_letters.resolve_within_hours,
+            oncehook::alerts::Alerter::log_only(),
             Arc::new(tokio::sync::Notify::new()),
         )
     }
@@ -331,6 +341,21 @@ impl TestApp {
             server.shutdown().await.unwrap();
         }
     }
+}
+
+pub fn processor(db: &Db, settings: &Settings) -> Processor {
+    Processor::new(
+        db.clone(),
+        ProcessorParts {
+            providers: Arc::new(Providers::build(&settings.providers).unwrap()),
+            settings: settings.processor.clone(),
+            outbox: settings.outbox.clone(),
+            resolve_within_hours: settings.dead_letters.resolve_within_hours,
+            alerter: oncehook::alerts::Alerter::log_only(),
+            wake: Arc::new(tokio::sync::Notify::new()),
+            outbox_wake: Arc::new(tokio::sync::Notify::new()),
+        },
+    )
 }
 
 pub async fn count(db: &Db, sql: &str) -> i64 {

@@ -81,7 +81,7 @@ fn InboxTable(page: Page, is_first_page: bool) -> impl IntoView {
             </table>
         </div>
         <nav class="pager" aria-label="Inbox pages">
-            <span class="pager-info">{pager_summary(shown, is_first_page)}</span>
+            <span class="pager-info">{pager_summary(shown, is_first_page, page.next_before.is_some())}</span>
             <span class="pager-links">
                 {(!is_first_page).then(|| view! { <a class="button" href="/">"Newest"</a> })}
                 {page.next_before.map(|id| view! {
@@ -92,12 +92,15 @@ fn InboxTable(page: Page, is_first_page: bool) -> impl IntoView {
     })
 }
 
-fn pager_summary(shown: usize, is_first_page: bool) -> String {
+fn pager_summary(shown: usize, is_first_page: bool, has_older: bool) -> String {
     let events = if shown == 1 { "event" } else { "events" };
-    if is_first_page {
-        format!("Showing the {shown} newest {events}")
-    } else {
-        format!("Showing {shown} older {events}")
+    match (is_first_page, has_older) {
+        (true, false) if shown == 1 => "Showing the only event".to_string(),
+        (true, false) => format!("Showing all {shown} events"),
+        (true, true) => format!("Showing the {shown} newest {events}"),
+        (false, true) => format!("Showing {shown} older {events}"),
+        (false, false) if shown == 1 => "Showing the oldest event".to_string(),
+        (false, false) => format!("Showing the {shown} oldest events"),
     }
 }
 
@@ -136,5 +139,26 @@ fn InboxRow(event: InboxEventView) -> impl IntoView {
                 </time>
             </td>
         </tr>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pager_summary;
+
+    #[test]
+    fn pager_says_where_in_the_history_the_page_is() {
+        assert_eq!(pager_summary(1, true, false), "Showing the only event");
+        assert_eq!(pager_summary(7, true, false), "Showing all 7 events");
+        assert_eq!(
+            pager_summary(50, true, true),
+            "Showing the 50 newest events"
+        );
+        assert_eq!(pager_summary(50, false, true), "Showing 50 older events");
+        assert_eq!(
+            pager_summary(19, false, false),
+            "Showing the 19 oldest events"
+        );
+        assert_eq!(pager_summary(1, false, false), "Showing the oldest event");
     }
 }

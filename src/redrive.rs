@@ -1,0 +1,156 @@
+//! Redrive: one dead letter, a selection, or everything matching a filter, optionally as a
+//! dry run that says what each item would do now without changing anything. The library
+//! API behind `oncehook dlq redrive` (and later the dashboard).
+
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::config::Providers;
+use crate::domain::{judge, EffectKey, OrderHead, Stamp, Verdict};
+use crate::store::dead_letters::{self, Actor, DeadLetterFilter, STAGE_OUTBOX, STAGE_PROCESSOR};
+use crate::store::effects::{mismatch, order_head, resolve_order};
+use crate::store::{now_ms, Db};
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct RedriveResult {
+    pub dead_letter_id: i64,
+    pub stage: String,
+    pub event_id: Option<String>,
+    /// The outcome (`requeued`, `skipped: …`), or for a dry run the prediction
+    /// (`apply …`, `duplicate …`, `stale …`, `fail again …`, `wait …`, `resend …`).
+    pub outcome: String,
+}
+
+/// Selects the dead letters, newest first, page by page (keyset), up to `max`.
+pub async fn select(db: &Db, filter: &DeadLetterFilter, max: usize) -> anyhow::Result<Vec<dead_letters::DeadLetter>> {
+    let mut filter = filter.clone();
+    if filter.ids.is_empty() && filter.status.is_none() {
+        filter.status = Some("open".into());
+    }
+    let mut out = Vec::new();
+    loop {
+        filter.limit = 500;
+        let page = dead_letters::list(db, &filter, now_ms()).await?;
+        let Some(last) = page.last() else { break };
+        filter.before = Some(last.id);
+        let done = page.len() < 500;
+        out.extend(page);
+        if done || out.len() >= max {
+            break;
+        }
+    }
+    out.truncate(max);
+    Ok(out)
+}
+
+/// Redrives (or predicts) every selected dead letter; `progress(done, total)` after each.
+pub async fn redrive(
+    db: &Db,
+    providers: &Providers,
+    filter: &DeadLetterFilter,
+    dry_run: bool,
+    actor: &Actor<'_>,
+    mut progress: impl FnMut(usize, usize),
+) -> anyhow::Result<Vec<RedriveResult>> {
+    let selected = select(db, filter, usize::MAX).await?;
+    let total = selected.len();
+    let mut results = Vec::with_capacity(total);
+    for (n, dl) in selected.into_iter().enumerate() {
+        let outcome = if dry_run {
+            predict(db, providers, &dl).await?
+        } else {
+            dead_letters::redrive_one(db, dl.id, actor, now_ms()).await?
+        };
+        results.push(RedriveResult {
+            dead_letter_id: dl.id,
+            stage: dl.stage,
+            event_id: dl.event_id,
+            outcome,
+        });
+        progress(n + 1, total);
+    }
+    Ok(results)
+}
+
+/// What redriving this dead letter would do now. Reads only.
+pub async fn predict(db: &Db, providers: &Providers, dl: &dead_letters::DeadLetter) -> anyhow::Result<String> {
+    if dl.status != "open" {
+        return Ok(format!("skip: status is {}", dl.status));
+    }
+    match dl.stage.as_str() {
+        STAGE_OUTBOX => {
+            let key: Option<String> = sqlx::query("SELECT idempotency_key FROM outbox WHERE id = $1")
+                .bind(dl.source_id)
+                .fetch_optional(db.reader())
+                .await?
+                .map(|r| r.try_get(0))
+                .transpose()?;
+            Ok(match key {
+                Some(key) => format!(
+                    "resend through {} with the same idempotency key {key}",
+                    dl.sink.as_deref().unwrap_or("?")
+                ),
+                None => "skip: the outbox row was pruned".into(),
+            })
+        }
+        STAGE_PROCESSOR => predict_event(db, providers, dl.source_id).await,
+        other => Ok(format!("skip: unknown stage {other}")),
+    }
+}
+
+async fn predict_event(db: &Db, providers: &Providers, inbox_id: i64) -> anyhow::Result<String> {
+    let Some(row) = sqlx::query("SELECT provider, raw_body FROM inbox_events WHERE id = $1")
+        .bind(inbox_id)
+        .fetch_optional(db.reader())
+        .await?
+    else {
+        return Ok("skip: the inbox row was pruned".into());
+    };
+    let provider_name: String = row.try_get(0)?;
+    let body: Vec<u8> = row.try_get(1)?;
+    let Some(provider) = providers.get(&provider_name) else {
+        return Ok(format!("fail again (permanent): provider {provider_name} is not configured"));
+    };
+    let event = match provider.mapping.map(&body) {
+        Ok(e) => e,
+        Err(e) if e.is_ignorable() => return Ok(format!("ignore: {e}")),
+        Err(e) => return Ok(format!("fail again (permanent): {e}")),
+    };
+    let order_id = match &event.order_id {
+        Some(o) => o.clone(),
+        None => match resolve_order(db, &provider_name, &event.lookup_refs).await? {
+            Some(o) => o,
+            None => return Ok(format!("wait: order not known yet for {}", event.lookup_refs.join(", "))),
+        },
+    };
+    let key = EffectKey::new(event.transition, &order_id, &event.external_ref);
+    let winner: Option<String> = sqlx::query("SELECT event_id FROM processed_effects WHERE effect_key = $1")
+        .bind(key.as_str())
+        .fetch_optional(db.reader())
+        .await?
+        .map(|r| r.try_get(0))
+        .transpose()?;
+    if let Some(winner) = winner {
+        return Ok(format!("duplicate: effect already recorded by event {winner}"));
+    }
+    let mut conn = db.reader().acquire().await?;
+    if let Some(reason) = mismatch(&mut conn, &event, &order_id).await? {
+        return Ok(format!("fail again (business): {reason}"));
+    }
+    let head = order_head(&mut conn, &order_id).await?.unwrap_or_else(OrderHead::new_order);
+    let stamp = Stamp {
+        at_ms: event.occurred_at_ms,
+        sequence: event.sequence,
+        rank: event.transition.rank(),
+    };
+    Ok(match judge(&head, event.transition, &stamp) {
+        Verdict::Apply => format!(
+            "apply: {} on order {order_id} ({} → {})",
+            event.transition.as_str(),
+            head.status.as_str(),
+            event.transition.target().as_str()
+        ),
+        Verdict::Stale(reason) => format!("stale: {reason}"),
+        Verdict::Refused(reason) => format!("fail again (business): refused transition: {reason}"),
+    })
+}

@@ -1,0 +1,212 @@
+//! The outbox relay: leases pending outbox rows, delivers each through its sink with the
+//! row's stable idempotency key, records every attempt, and marks the row delivered —
+//! fenced, so a relay whose lease expired cannot mark a row. A crash between send and
+//! mark means a second send with the SAME key, which the receiving side drops.
+
+pub mod sinks;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn, Instrument};
+
+use crate::alerts::{Alerter, DeadLetterAlert};
+use crate::config::RelaySettings;
+use crate::failure::{classify_db_error, ErrorClass, Failure};
+use crate::retry::Next;
+use crate::store::now_ms;
+use crate::store::outbox::{self, AttemptRecord, OutboxItem};
+use crate::store::Db;
+use sinks::{SendError, Sinks};
+
+pub struct Relay {
+    db: Db,
+    sinks: Sinks,
+    settings: RelaySettings,
+    resolve_within_ms: i64,
+    alerter: Alerter,
+    wake: Arc<Notify>,
+}
+
+/// How one delivery ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Delivered {
+    Delivered,
+    RetryLater { delay_ms: i64 },
+    DeadLettered,
+    /// Lease lost: another relay owns the row.
+    Fenced,
+}
+
+impl Relay {
+    pub fn new(db: Db, sinks: Sinks, settings: RelaySettings, resolve_within_hours: i64, alerter: Alerter, wake: Arc<Notify>) -> Self {
+        Relay {
+            db,
+            sinks,
+            settings,
+            resolve_within_ms: resolve_within_hours * 3_600_000,
+            alerter,
+            wake,
+        }
+    }
+
+    /// Leases one batch and delivers it (concurrently, within each sink's limits).
+    pub async fn run_once(&self) -> anyhow::Result<Vec<Delivered>> {
+        let now = now_ms();
+        let items = outbox::claim(&self.db, now, now + self.settings.lease_secs * 1000, self.settings.claim_batch).await?;
+        let results = join_all(items.iter().map(|item| {
+            let span = tracing::info_span!("outbox", id = item.id, sink = %item.sink, correlation_id = %item.correlation_id, attempt = item.attempt);
+            self.deliver(item).instrument(span)
+        }))
+        .await;
+        Ok(results)
+    }
+
+    /// Delivers until nothing is due.
+    pub async fn run_until_idle(&self) -> anyhow::Result<Vec<Delivered>> {
+        let mut all = vec![];
+        loop {
+            let batch = self.run_once().await?;
+            if batch.is_empty() {
+                return Ok(all);
+            }
+            all.extend(batch);
+        }
+    }
+
+    async fn deliver(&self, item: &OutboxItem) -> Delivered {
+        match self.try_deliver(item).await {
+            Ok(d) => d,
+            Err(error) => {
+                // Database trouble while recording: the lease expires and the row is sent
+                // again, with the same key.
+                warn!(error = format!("{error:#}"), class = classify_db_error(&error).as_str(), "relay bookkeeping failed");
+                Delivered::Fenced
+            }
+        }
+    }
+
+    async fn try_deliver(&self, item: &OutboxItem) -> anyhow::Result<Delivered> {
+        let Some(sink) = self.sinks.get(&item.sink) else {
+            let failure = Failure::new(ErrorClass::Permanent, format!("sink {:?} is not configured", item.sink));
+            return self.give_up(item, &failure).await;
+        };
+        let started_at = now_ms();
+        let result = {
+            let heartbeat = self.heartbeat(item);
+            tokio::pin!(heartbeat);
+            tokio::select! {
+                r = sink.send(item) => r,
+                _ = &mut heartbeat => return Ok(Delivered::Fenced),
+            }
+        };
+        let mut record = AttemptRecord {
+            started_at,
+            duration_ms: now_ms() - started_at,
+            ..Default::default()
+        };
+        match result {
+            Ok(sent) => {
+                record.status_code = sent.status_code;
+                record.response_excerpt = sent.excerpt;
+                outbox::record_attempt(&self.db, item, &record).await?;
+                if outbox::mark_delivered(&self.db, item, now_ms()).await? {
+                    info!(duration_ms = record.duration_ms, "delivered");
+                    Ok(Delivered::Delivered)
+                } else {
+                    Ok(Delivered::Fenced)
+                }
+            }
+            Err(SendError { failure, status_code, excerpt }) => {
+                record.status_code = status_code;
+                record.response_excerpt = excerpt;
+                record.error = Some(failure.message.clone());
+                outbox::record_attempt(&self.db, item, &record).await?;
+                if failure.class.retries() {
+                    if let Next::RetryInMs(delay_ms) = self.settings.retry.next(item.budget_attempt(), failure.retry_after) {
+                        warn!(class = failure.class.as_str(), error = %failure.message, delay_ms, "will retry");
+                        return Ok(if outbox::retry_later(&self.db, item, now_ms() + delay_ms, &failure.message).await? {
+                            Delivered::RetryLater { delay_ms }
+                        } else {
+                            Delivered::Fenced
+                        });
+                    }
+                    let failure = Failure::new(
+                        failure.class,
+                        format!("gave up after {} attempts: {}", item.budget_attempt(), failure.message),
+                    );
+                    return self.give_up(item, &failure).await;
+                }
+                self.give_up(item, &failure).await
+            }
+        }
+    }
+
+    async fn give_up(&self, item: &OutboxItem, failure: &Failure) -> anyhow::Result<Delivered> {
+        let now = now_ms();
+        match outbox::dead_letter(&self.db, item, failure, now, now + self.resolve_within_ms).await? {
+            Some(id) => {
+                self.alerter.dead_lettered(DeadLetterAlert {
+                    dead_letter_id: id,
+                    stage: format!("outbox ({})", item.sink),
+                    class: failure.class.as_str().into(),
+                    error: failure.message.clone(),
+                    event_id: None,
+                    order_id: Some(item.order_id.clone()),
+                });
+                Ok(Delivered::DeadLettered)
+            }
+            None => Ok(Delivered::Fenced),
+        }
+    }
+
+    /// Renews the lease while a send runs; completes only if the lease was lost.
+    async fn heartbeat(&self, item: &OutboxItem) {
+        let lease_ms = self.settings.lease_secs * 1000;
+        let every = Duration::from_millis((lease_ms / 3).max(100) as u64);
+        loop {
+            tokio::time::sleep(every).await;
+            match outbox::heartbeat(&self.db, item, now_ms() + lease_ms).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    warn!("lease lost during the send; another relay owns the row");
+                    return;
+                }
+                Err(error) => warn!(error = format!("{error:#}"), "heartbeat failed"),
+            }
+        }
+    }
+
+    pub fn spawn_workers(self: Arc<Self>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
+        (0..self.settings.workers.max(1))
+            .map(|n| {
+                let this = self.clone();
+                let shutdown = shutdown.clone();
+                tokio::spawn(async move { this.work(shutdown).await }.instrument(tracing::info_span!("relay", n)))
+            })
+            .collect()
+    }
+
+    async fn work(&self, shutdown: CancellationToken) {
+        let poll = Duration::from_millis(self.settings.poll_interval_ms);
+        while !shutdown.is_cancelled() {
+            let notified = self.wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match self.run_once().await {
+                Ok(batch) if !batch.is_empty() => continue,
+                Ok(_) => {}
+                Err(error) => warn!(error = format!("{error:#}"), "outbox claim failed"),
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep(poll) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Outbox rows as a queue for the relay: lease, heartbeat, attempts, and the fenced
+//! final word (delivered, retry later, or dead-lettered).
+
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::dead_letters::{self, NewDeadLetter, STAGE_OUTBOX};
+use super::Db;
+use crate::failure::Failure;
+
+#[derive(Clone, Debug)]
+pub struct OutboxItem {
+    pub id: i64,
+    pub idempotency_key: String,
+    pub effect_key: String,
+    pub order_id: String,
+    pub topic: String,
+    pub sink: String,
+    pub payload: String,
+    pub correlation_id: String,
+    pub created_at: i64,
+    /// The fence of this lease.
+    pub attempt: i64,
+    pub retries_base: i64,
+}
+
+impl OutboxItem {
+    pub fn budget_attempt(&self) -> i64 {
+        self.attempt - self.retries_base
+    }
+}
+
+fn item(row: AnyRow) -> Result<OutboxItem, sqlx::Error> {
+    Ok(OutboxItem {
+        id: row.try_get("id")?,
+        idempotency_key: row.try_get("idempotency_key")?,
+        effect_key: row.try_get("effect_key")?,
+        order_id: row.try_get("order_id")?,
+        topic: row.try_get("topic")?,
+        sink: row.try_get("sink")?,
+        payload: row.try_get("payload")?,
+        correlation_id: row.try_get("correlation_id")?,
+        created_at: row.try_get("created_at")?,
+        attempt: row.try_get("attempts")?,
+        retries_base: row.try_get("retries_base")?,
+    })
+}
+
+pub async fn claim(db: &Db, now: i64, lease_until: i64, limit: i64) -> anyhow::Result<Vec<OutboxItem>> {
+    let sql = super::queue::claim_sql(
+        db,
+        "outbox",
+        "delivering",
+        "id, idempotency_key, effect_key, order_id, topic, sink, payload, correlation_id, \
+         created_at, attempts, retries_base",
+    );
+    let rows = sqlx::query(&sql)
+        .bind(lease_until)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(db.writer())
+        .await?;
+    let mut items = rows.into_iter().map(item).collect::<Result<Vec<_>, _>>()?;
+    items.sort_by_key(|i| i.id);
+    Ok(items)
+}
+
+/// Extends the lease of a long send; false when the lease was lost (fenced).
+pub async fn heartbeat(db: &Db, item: &OutboxItem, lease_until: i64) -> anyhow::Result<bool> {
+    let done = sqlx::query(
+        "UPDATE outbox SET next_attempt_at = $1 WHERE id = $2 AND attempts = $3 AND status = 'delivering'",
+    )
+    .bind(lease_until)
+    .bind(item.id)
+    .bind(item.attempt)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// What one send attempt looked like, for the attempts log.
+#[derive(Clone, Debug, Default)]
+pub struct AttemptRecord {
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
+    pub response_excerpt: Option<String>,
+}
+
+pub async fn record_attempt(db: &Db, item: &OutboxItem, a: &AttemptRecord) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO outbox_attempts (outbox_id, attempt, started_at, duration_ms, status_code, error, \
+         response_excerpt) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(item.id)
+    .bind(item.attempt)
+    .bind(a.started_at)
+    .bind(a.duration_ms)
+    .bind(a.status_code)
+    .bind(&a.error)
+    .bind(&a.response_excerpt)
+    .execute(db.writer())
+    .await?;
+    Ok(())
+}
+
+/// Fenced: a relay whose lease expired cannot mark a row another relay now owns.
+pub async fn mark_delivered(db: &Db, item: &OutboxItem, now: i64) -> anyhow::Result<bool> {
+    let done = sqlx::query(
+        "UPDATE outbox SET status = 'delivered', delivered_at = $1, last_error = NULL \
+         WHERE id = $2 AND attempts = $3 AND status = 'delivering'",
+    )
+    .bind(now)
+    .bind(item.id)
+    .bind(item.attempt)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn retry_later(db: &Db, item: &OutboxItem, next_attempt_at: i64, error: &str) -> anyhow::Result<bool> {
+    let done = sqlx::query(
+        "UPDATE outbox SET status = 'pending', next_attempt_at = $1, last_error = $2 \
+         WHERE id = $3 AND attempts = $4 AND status = 'delivering'",
+    )
+    .bind(next_attempt_at)
+    .bind(error)
+    .bind(item.id)
+    .bind(item.attempt)
+    .execute(db.writer())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Moves the row to the dead-letter queue (one transaction); `None` when fenced off.
+pub async fn dead_letter(
+    db: &Db,
+    item: &OutboxItem,
+    failure: &Failure,
+    now: i64,
+    resolve_by: i64,
+) -> anyhow::Result<Option<i64>> {
+    let mut tx = db.writer().begin().await?;
+    let filed = sqlx::query(
+        "UPDATE outbox SET status = 'dead', last_error = $1 WHERE id = $2 AND attempts = $3 AND status = 'delivering'",
+    )
+    .bind(&failure.message)
+    .bind(item.id)
+    .bind(item.attempt)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if filed == 0 {
+        return Ok(None);
+    }
+    // The attempts log is the history of this item's errors.
+    let earlier: Vec<serde_json::Value> = sqlx::query(
+        "SELECT started_at, error, status_code FROM outbox_attempts WHERE outbox_id = $1 AND error IS NOT NULL ORDER BY id",
+    )
+    .bind(item.id)
+    .fetch_all(&mut *tx)
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(serde_json::json!({
+            "at": r.try_get::<i64, _>(0)?,
+            "error": r.try_get::<String, _>(1)?,
+            "status_code": r.try_get::<Option<i64>, _>(2)?,
+        }))
+    })
+    .collect::<Result<_, sqlx::Error>>()?;
+    let earlier = serde_json::Value::Array(earlier).to_string();
+    let id = dead_letters::put(
+        &mut tx,
+        &NewDeadLetter {
+            stage: STAGE_OUTBOX,
+            sink: Some(&item.sink),
+            source_id: item.id,
+            provider: None,
+            event_id: None,
+            event_type: Some(&item.topic),
+            order_id: Some(&item.order_id),
+            payload: item.payload.as_bytes(),
+            class: failure.class,
+            error: &failure.message,
+            earlier_errors: Some(&earlier),
+            attempts: item.attempt,
+            first_attempt_at: item.created_at,
+            correlation_id: &item.correlation_id,
+            now,
+            resolve_by,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(id))
+}
