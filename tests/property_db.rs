@@ -54,11 +54,9 @@ fn body(order: &str, e: &Ev) -> Vec<u8> {
 /// Pre-payment events stamped before money events, distinct stamps: a history the state
 /// machine accepts in full when delivered in order.
 fn arb_history() -> impl Strategy<Value = Vec<Ev>> {
-    let pre = proptest::sample::select(vec![
-        Transition::Authorize,
-        Transition::Fail,
-        Transition::Cancel,
-    ]);
+    // No Cancel: money after a cancellation is refused (a business failure), so such a
+    // history is not a consistent one.
+    let pre = proptest::sample::select(vec![Transition::Authorize, Transition::Fail]);
     let money = proptest::sample::select(vec![
         Transition::Pay,
         Transition::Settle,
