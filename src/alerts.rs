@@ -80,8 +80,14 @@ fn single(a: &DeadLetterAlert) -> String {
         a.class,
         a.stage,
         a.error,
-        a.event_id.as_deref().map(|e| format!(" — event {e}")).unwrap_or_default(),
-        a.order_id.as_deref().map(|o| format!(", order {o}")).unwrap_or_default(),
+        a.event_id
+            .as_deref()
+            .map(|e| format!(" — event {e}"))
+            .unwrap_or_default(),
+        a.order_id
+            .as_deref()
+            .map(|o| format!(", order {o}"))
+            .unwrap_or_default(),
     )
 }
 
@@ -92,7 +98,9 @@ pub fn summary(alerts: &[DeadLetterAlert]) -> String {
     }
     let mut by_class: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for a in alerts {
-        *by_class.entry((a.stage.as_str(), a.class.as_str())).or_default() += 1;
+        *by_class
+            .entry((a.stage.as_str(), a.class.as_str()))
+            .or_default() += 1;
     }
     let parts: Vec<String> = by_class
         .iter()
@@ -158,10 +166,20 @@ mod tests {
     #[test]
     fn one_alert_names_the_item_many_are_summed_up() {
         let one = summary(&[alert(1, "permanent")]);
-        assert!(one.contains("#1") && one.contains("permanent") && one.contains("evt_1"), "{one}");
-        let many = summary(&[alert(1, "permanent"), alert(2, "permanent"), alert(3, "business")]);
+        assert!(
+            one.contains("#1") && one.contains("permanent") && one.contains("evt_1"),
+            "{one}"
+        );
+        let many = summary(&[
+            alert(1, "permanent"),
+            alert(2, "permanent"),
+            alert(3, "business"),
+        ]);
         assert!(many.contains("3 items"), "{many}");
-        assert!(many.contains("2 permanent in processor") && many.contains("1 business in processor"), "{many}");
+        assert!(
+            many.contains("2 permanent in processor") && many.contains("1 business in processor"),
+            "{many}"
+        );
         assert!(many.contains("#3"), "names the latest: {many}");
     }
 }

@@ -215,7 +215,12 @@ pub enum DlqCommand {
 }
 
 fn actor_name(actor: Option<String>) -> String {
-    actor.unwrap_or_else(|| format!("{}@cli", std::env::var("USER").unwrap_or_else(|_| "unknown".into())))
+    actor.unwrap_or_else(|| {
+        format!(
+            "{}@cli",
+            std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+        )
+    })
 }
 
 impl Common {
@@ -270,7 +275,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prune { json } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;
-            let pruned = crate::retention::prune(&db, &settings.retention, crate::store::now_ms()).await?;
+            let pruned =
+                crate::retention::prune(&db, &settings.retention, crate::store::now_ms()).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&pruned)?);
             } else {
@@ -355,7 +361,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn run_dlq(db: &Db, settings: &Settings, command: DlqCommand) -> anyhow::Result<()> {
     let now = crate::store::now_ms();
     match command {
-        DlqCommand::List { json, filter, before, limit } => {
+        DlqCommand::List {
+            json,
+            filter,
+            before,
+            limit,
+        } => {
             let mut f = filter.filter();
             if f.status.is_none() {
                 f.status = Some("open".into());
@@ -367,9 +378,16 @@ async fn run_dlq(db: &Db, settings: &Settings, command: DlqCommand) -> anyhow::R
                 println!("{}", serde_json::to_string_pretty(&items)?);
                 return Ok(());
             }
-            println!("{:>6}  {:<10} {:<9} {:>4} {:>8}  {:<28} error", "id", "stage", "class", "try", "age", "event / order");
+            println!(
+                "{:>6}  {:<10} {:<9} {:>4} {:>8}  {:<28} error",
+                "id", "stage", "class", "try", "age", "event / order"
+            );
             for d in items {
-                let subject = d.event_id.clone().or(d.order_id.clone()).unwrap_or_default();
+                let subject = d
+                    .event_id
+                    .clone()
+                    .or(d.order_id.clone())
+                    .unwrap_or_default();
                 println!(
                     "{:>6}  {:<10} {:<9} {:>4} {:>7}s  {:<28} {}",
                     d.id, d.stage, d.error_class, d.attempts, d.age_secs, subject, d.last_error
@@ -385,21 +403,49 @@ async fn run_dlq(db: &Db, settings: &Settings, command: DlqCommand) -> anyhow::R
                 println!("{}", serde_json::to_string_pretty(&detail)?);
             } else {
                 let d = &detail.summary;
-                println!("dead letter {} [{}] — {} failure in {}", d.id, d.status, d.error_class, d.stage);
-                println!("  event {}  type {}  order {}", d.event_id.as_deref().unwrap_or("-"), d.event_type.as_deref().unwrap_or("-"), d.order_id.as_deref().unwrap_or("-"));
-                println!("  attempts {}  first {}  last {}  resolve by {}", d.attempts, d.first_attempt_at, d.last_attempt_at, d.resolve_by);
+                println!(
+                    "dead letter {} [{}] — {} failure in {}",
+                    d.id, d.status, d.error_class, d.stage
+                );
+                println!(
+                    "  event {}  type {}  order {}",
+                    d.event_id.as_deref().unwrap_or("-"),
+                    d.event_type.as_deref().unwrap_or("-"),
+                    d.order_id.as_deref().unwrap_or("-")
+                );
+                println!(
+                    "  attempts {}  first {}  last {}  resolve by {}",
+                    d.attempts, d.first_attempt_at, d.last_attempt_at, d.resolve_by
+                );
                 println!("  correlation id {}", d.correlation_id);
                 println!("  latest error: {}", d.last_error);
-                println!("history:\n{}", serde_json::to_string_pretty(&detail.error_history)?);
+                println!(
+                    "history:\n{}",
+                    serde_json::to_string_pretty(&detail.error_history)?
+                );
                 println!("redrives:");
                 for r in &detail.redrives {
-                    println!("  {} by {}: {} ({})", r.at, r.actor, r.outcome, r.reason.as_deref().unwrap_or("no reason"));
+                    println!(
+                        "  {} by {}: {} ({})",
+                        r.at,
+                        r.actor,
+                        r.outcome,
+                        r.reason.as_deref().unwrap_or("no reason")
+                    );
                 }
                 println!("payload:\n{}", detail.payload);
             }
             Ok(())
         }
-        DlqCommand::Redrive { ids, event_id, filter, dry_run, reason, actor, json } => {
+        DlqCommand::Redrive {
+            ids,
+            event_id,
+            filter,
+            dry_run,
+            reason,
+            actor,
+            json,
+        } => {
             anyhow::ensure!(
                 !ids.is_empty() || event_id.is_some() || !filter.is_empty(),
                 "name what to redrive: dead letter ids, --event-id, or filters (e.g. --class transient)"
@@ -409,35 +455,76 @@ async fn run_dlq(db: &Db, settings: &Settings, command: DlqCommand) -> anyhow::R
             f.event_id = event_id;
             let providers = crate::config::Providers::build(&settings.providers)?;
             let actor = actor_name(actor);
-            let actor = dead_letters::Actor { name: &actor, reason: reason.as_deref() };
-            let results = crate::redrive::redrive(db, &providers, &f, dry_run, &actor, |done, total| {
-                if total > 1 && (done % 100 == 0 || done == total) {
-                    eprintln!("{} {done}/{total}", if dry_run { "checked" } else { "redriven" });
-                }
-            })
-            .await?;
+            let actor = dead_letters::Actor {
+                name: &actor,
+                reason: reason.as_deref(),
+            };
+            let results =
+                crate::redrive::redrive(db, &providers, &f, dry_run, &actor, |done, total| {
+                    if total > 1 && (done % 100 == 0 || done == total) {
+                        eprintln!(
+                            "{} {done}/{total}",
+                            if dry_run { "checked" } else { "redriven" }
+                        );
+                    }
+                })
+                .await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&results)?);
             } else {
                 for r in &results {
-                    println!("{:>6}  {:<10} {:<28} {}", r.dead_letter_id, r.stage, r.event_id.as_deref().unwrap_or("-"), r.outcome);
+                    println!(
+                        "{:>6}  {:<10} {:<28} {}",
+                        r.dead_letter_id,
+                        r.stage,
+                        r.event_id.as_deref().unwrap_or("-"),
+                        r.outcome
+                    );
                 }
-                println!("{} item(s){}", results.len(), if dry_run { ", dry run: nothing changed" } else { "" });
+                println!(
+                    "{} item(s){}",
+                    results.len(),
+                    if dry_run {
+                        ", dry run: nothing changed"
+                    } else {
+                        ""
+                    }
+                );
             }
             Ok(())
         }
-        DlqCommand::Resolve { id, reason, actor } => close(db, id, "resolved", reason, actor, now).await,
-        DlqCommand::Discard { id, reason, actor } => close(db, id, "discarded", reason, actor, now).await,
+        DlqCommand::Resolve { id, reason, actor } => {
+            close(db, id, "resolved", reason, actor, now).await
+        }
+        DlqCommand::Discard { id, reason, actor } => {
+            close(db, id, "discarded", reason, actor, now).await
+        }
     }
 }
 
-async fn close(db: &Db, id: i64, status: &str, reason: String, actor: Option<String>, now: i64) -> anyhow::Result<()> {
+async fn close(
+    db: &Db,
+    id: i64,
+    status: &str,
+    reason: String,
+    actor: Option<String>,
+    now: i64,
+) -> anyhow::Result<()> {
     let actor = actor_name(actor);
-    dead_letters::close(db, id, status, &dead_letters::Actor { name: &actor, reason: Some(&reason) }, now).await?;
+    dead_letters::close(
+        db,
+        id,
+        status,
+        &dead_letters::Actor {
+            name: &actor,
+            reason: Some(&reason),
+        },
+        now,
+    )
+    .await?;
     println!("dead letter {id} {status}");
     Ok(())
 }
-
 
 fn print_order(view: &read::OrderView) {
     println!("order {}: {}", view.order_id, view.status);

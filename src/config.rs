@@ -509,7 +509,11 @@ occurred_at = ["/timestamp"]
     fn retention_must_keep_dead_letters_longest_and_sinks_must_exist() {
         let mut s = Settings::default();
         s.retention.dead_letter_days = 10;
-        assert!(s.validate().unwrap_err().to_string().contains("dead_letter_days"));
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("dead_letter_days"));
         let mut s = Settings::default();
         s.outbox.sinks = vec!["fulfilment".into()];
         assert!(s.validate().unwrap_err().to_string().contains("fulfilment"));

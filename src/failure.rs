@@ -91,8 +91,10 @@ pub fn classify_db_error(error: &anyhow::Error) -> ErrorClass {
                     let message = db.message().to_ascii_lowercase();
                     // 40001 serialization failure, 40P01 deadlock, 57P01 admin shutdown,
                     // 55P03 lock not available, 08xxx connection; SQLite 5 busy, 6 locked.
-                    let transient = ["40001", "40P01", "57P01", "57P03", "55P03", "5", "6", "517", "261"]
-                        .contains(&code.as_ref())
+                    let transient = [
+                        "40001", "40P01", "57P01", "57P03", "55P03", "5", "6", "517", "261",
+                    ]
+                    .contains(&code.as_ref())
                         || code.starts_with("08")
                         || message.contains("database is locked")
                         || message.contains("busy");
@@ -139,7 +141,10 @@ mod tests {
     fn pool_timeouts_are_transient_other_errors_unknown() {
         let e = anyhow::Error::new(sqlx::Error::PoolTimedOut).context("claiming");
         assert_eq!(classify_db_error(&e), ErrorClass::Transient);
-        assert_eq!(classify_db_error(&anyhow::anyhow!("weird")), ErrorClass::Unknown);
+        assert_eq!(
+            classify_db_error(&anyhow::anyhow!("weird")),
+            ErrorClass::Unknown
+        );
         let e = anyhow::Error::new(sqlx::Error::RowNotFound);
         assert_eq!(classify_db_error(&e), ErrorClass::Unknown);
     }

@@ -81,7 +81,8 @@ impl Processor {
         for claim in claims {
             if shutdown.is_cancelled() {
                 // Hand the rest back at once rather than leaving them to lease expiry.
-                inbox::retry_later(&self.db, &claim, now_ms(), "released at shutdown", None).await?;
+                inbox::retry_later(&self.db, &claim, now_ms(), "released at shutdown", None)
+                    .await?;
                 continue;
             }
             let span = tracing::info_span!(
@@ -113,7 +114,10 @@ impl Processor {
             Ok(Ok(handled)) => return handled,
             Ok(Err((failure, order_id))) => (failure, order_id),
             Err(error) => (
-                Failure::new(classify_db_error(&error), format!("processing failed: {error:#}")),
+                Failure::new(
+                    classify_db_error(&error),
+                    format!("processing failed: {error:#}"),
+                ),
                 None,
             ),
         };
@@ -121,25 +125,48 @@ impl Processor {
             Ok(handled) => handled,
             Err(error) => {
                 // Even this failed: the lease runs out and the row is claimed again.
-                warn!(error = format!("{error:#}"), "could not file the failure; lease will expire");
+                warn!(
+                    error = format!("{error:#}"),
+                    "could not file the failure; lease will expire"
+                );
                 Handled::Fenced
             }
         }
     }
 
     /// Retry within the policy, or dead-letter (at once for permanent and business).
-    async fn fail(&self, claim: &Claimed, failure: &Failure, order_id: Option<&str>) -> anyhow::Result<Handled> {
+    async fn fail(
+        &self,
+        claim: &Claimed,
+        failure: &Failure,
+        order_id: Option<&str>,
+    ) -> anyhow::Result<Handled> {
         if failure.class.retries() {
-            if let Next::RetryInMs(delay) = self.settings.retry.next(claim.budget_attempt(), failure.retry_after) {
+            if let Next::RetryInMs(delay) = self
+                .settings
+                .retry
+                .next(claim.budget_attempt(), failure.retry_after)
+            {
                 warn!(class = failure.class.as_str(), error = %failure.message, delay_ms = delay, "will retry");
-                inbox::retry_later(&self.db, claim, now_ms() + delay, &failure.message, Some(failure.class)).await?;
+                inbox::retry_later(
+                    &self.db,
+                    claim,
+                    now_ms() + delay,
+                    &failure.message,
+                    Some(failure.class),
+                )
+                .await?;
                 return Ok(Handled::RetryLater(failure.message.clone()));
             }
         }
         let failure = if failure.class.retries() {
             Failure::new(
                 failure.class,
-                format!("gave up after {} attempts: {}", claim.budget_attempt(), failure.message),
+                format!(
+                    "gave up after {} attempts: {}",
+                    claim.budget_attempt(),
+                    failure.message
+                ),
             )
         } else {
             failure.clone()
@@ -162,7 +189,10 @@ impl Processor {
     }
 
     /// `Ok(Ok(_))`: handled; `Ok(Err(_))`: a classified failure; `Err(_)`: the database.
-    async fn try_handle(&self, claim: &Claimed) -> anyhow::Result<Result<Handled, (Failure, Option<String>)>> {
+    async fn try_handle(
+        &self,
+        claim: &Claimed,
+    ) -> anyhow::Result<Result<Handled, (Failure, Option<String>)>> {
         let now = now_ms();
         let permanent = |m: String| Ok(Err((Failure::new(ErrorClass::Permanent, m), None)));
         let Some(provider) = self.providers.get(&claim.provider) else {
@@ -172,23 +202,38 @@ impl Processor {
             Ok(event) => event,
             Err(e) if e.is_ignorable() => {
                 info!(reason = %e, "ignored");
-                let ok = inbox::file(self.db.writer(), claim, Filed::Ignored, Some(&e.to_string()), None, None, now).await?;
-                return Ok(Ok(if ok { Handled::Filed(Filed::Ignored) } else { Handled::Fenced }));
+                let ok = inbox::file(
+                    self.db.writer(),
+                    claim,
+                    Filed::Ignored,
+                    Some(&e.to_string()),
+                    None,
+                    None,
+                    now,
+                )
+                .await?;
+                return Ok(Ok(if ok {
+                    Handled::Filed(Filed::Ignored)
+                } else {
+                    Handled::Fenced
+                }));
             }
             Err(e) => return permanent(e.to_string()),
         };
         let order_id = match &event.order_id {
             Some(order_id) => order_id.clone(),
-            None => match effects::resolve_order(&self.db, &claim.provider, &event.lookup_refs).await? {
-                Some(order_id) => order_id,
-                None => {
-                    let reason = format!(
-                        "order not known yet: no earlier event named an order for {}",
-                        event.lookup_refs.join(", ")
-                    );
-                    return Ok(Err((Failure::new(ErrorClass::Unknown, reason), None)));
+            None => {
+                match effects::resolve_order(&self.db, &claim.provider, &event.lookup_refs).await? {
+                    Some(order_id) => order_id,
+                    None => {
+                        let reason = format!(
+                            "order not known yet: no earlier event named an order for {}",
+                            event.lookup_refs.join(", ")
+                        );
+                        return Ok(Err((Failure::new(ErrorClass::Unknown, reason), None)));
+                    }
                 }
-            },
+            }
         };
         let topic = format!("order.{}", event.transition.target().as_str());
         let sinks = self.outbox.sinks_for(&topic);
@@ -203,10 +248,20 @@ impl Processor {
             },
         )
         .await?;
-        let business = |reason: &str| Ok(Err((Failure::new(ErrorClass::Business, reason), Some(order_id.clone()))));
+        let business = |reason: &str| {
+            Ok(Err((
+                Failure::new(ErrorClass::Business, reason),
+                Some(order_id.clone()),
+            )))
+        };
         let handled = match &outcome {
             EffectOutcome::Applied { status, .. } => {
-                info!(order_id, transition = event.transition.as_str(), status = status.as_str(), "applied");
+                info!(
+                    order_id,
+                    transition = event.transition.as_str(),
+                    status = status.as_str(),
+                    "applied"
+                );
                 self.outbox_wake.notify_waiters();
                 Handled::Filed(Filed::Applied)
             }
@@ -218,7 +273,9 @@ impl Processor {
                 info!(order_id, %reason, "stale");
                 Handled::Filed(Filed::Stale)
             }
-            EffectOutcome::Refused { reason, .. } => return business(&format!("refused transition: {reason}")),
+            EffectOutcome::Refused { reason, .. } => {
+                return business(&format!("refused transition: {reason}"))
+            }
             EffectOutcome::Mismatch { reason, .. } => return business(reason),
             EffectOutcome::Fenced => Handled::Fenced,
         };
@@ -231,7 +288,10 @@ impl Processor {
             .map(|n| {
                 let this = self.clone();
                 let shutdown = shutdown.clone();
-                tokio::spawn(async move { this.work(shutdown).await }.instrument(tracing::info_span!("worker", n)))
+                tokio::spawn(
+                    async move { this.work(shutdown).await }
+                        .instrument(tracing::info_span!("worker", n)),
+                )
             })
             .collect()
     }
@@ -258,7 +318,11 @@ impl Processor {
 }
 
 /// Relays PostgreSQL NOTIFY wake-ups (sent by receivers in any process) to local workers.
-pub fn spawn_pg_listener(url: String, wake: Arc<Notify>, shutdown: CancellationToken) -> JoinHandle<()> {
+pub fn spawn_pg_listener(
+    url: String,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         while !shutdown.is_cancelled() {
             let mut listener = match sqlx::postgres::PgListener::connect(&url).await {

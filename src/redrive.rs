@@ -22,7 +22,11 @@ pub struct RedriveResult {
 }
 
 /// Selects the dead letters, newest first, page by page (keyset), up to `max`.
-pub async fn select(db: &Db, filter: &DeadLetterFilter, max: usize) -> anyhow::Result<Vec<dead_letters::DeadLetter>> {
+pub async fn select(
+    db: &Db,
+    filter: &DeadLetterFilter,
+    max: usize,
+) -> anyhow::Result<Vec<dead_letters::DeadLetter>> {
     let mut filter = filter.clone();
     if filter.ids.is_empty() && filter.status.is_none() {
         filter.status = Some("open".into());
@@ -73,18 +77,23 @@ pub async fn redrive(
 }
 
 /// What redriving this dead letter would do now. Reads only.
-pub async fn predict(db: &Db, providers: &Providers, dl: &dead_letters::DeadLetter) -> anyhow::Result<String> {
+pub async fn predict(
+    db: &Db,
+    providers: &Providers,
+    dl: &dead_letters::DeadLetter,
+) -> anyhow::Result<String> {
     if dl.status != "open" {
         return Ok(format!("skip: status is {}", dl.status));
     }
     match dl.stage.as_str() {
         STAGE_OUTBOX => {
-            let key: Option<String> = sqlx::query("SELECT idempotency_key FROM outbox WHERE id = $1")
-                .bind(dl.source_id)
-                .fetch_optional(db.reader())
-                .await?
-                .map(|r| r.try_get(0))
-                .transpose()?;
+            let key: Option<String> =
+                sqlx::query("SELECT idempotency_key FROM outbox WHERE id = $1")
+                    .bind(dl.source_id)
+                    .fetch_optional(db.reader())
+                    .await?
+                    .map(|r| r.try_get(0))
+                    .transpose()?;
             Ok(match key {
                 Some(key) => format!(
                     "resend through {} with the same idempotency key {key}",
@@ -109,7 +118,9 @@ async fn predict_event(db: &Db, providers: &Providers, inbox_id: i64) -> anyhow:
     let provider_name: String = row.try_get(0)?;
     let body: Vec<u8> = row.try_get(1)?;
     let Some(provider) = providers.get(&provider_name) else {
-        return Ok(format!("fail again (permanent): provider {provider_name} is not configured"));
+        return Ok(format!(
+            "fail again (permanent): provider {provider_name} is not configured"
+        ));
     };
     let event = match provider.mapping.map(&body) {
         Ok(e) => e,
@@ -120,24 +131,34 @@ async fn predict_event(db: &Db, providers: &Providers, inbox_id: i64) -> anyhow:
         Some(o) => o.clone(),
         None => match resolve_order(db, &provider_name, &event.lookup_refs).await? {
             Some(o) => o,
-            None => return Ok(format!("wait: order not known yet for {}", event.lookup_refs.join(", "))),
+            None => {
+                return Ok(format!(
+                    "wait: order not known yet for {}",
+                    event.lookup_refs.join(", ")
+                ))
+            }
         },
     };
     let key = EffectKey::new(event.transition, &order_id, &event.external_ref);
-    let winner: Option<String> = sqlx::query("SELECT event_id FROM processed_effects WHERE effect_key = $1")
-        .bind(key.as_str())
-        .fetch_optional(db.reader())
-        .await?
-        .map(|r| r.try_get(0))
-        .transpose()?;
+    let winner: Option<String> =
+        sqlx::query("SELECT event_id FROM processed_effects WHERE effect_key = $1")
+            .bind(key.as_str())
+            .fetch_optional(db.reader())
+            .await?
+            .map(|r| r.try_get(0))
+            .transpose()?;
     if let Some(winner) = winner {
-        return Ok(format!("duplicate: effect already recorded by event {winner}"));
+        return Ok(format!(
+            "duplicate: effect already recorded by event {winner}"
+        ));
     }
     let mut conn = db.reader().acquire().await?;
     if let Some(reason) = mismatch(&mut conn, &event, &order_id).await? {
         return Ok(format!("fail again (business): {reason}"));
     }
-    let head = order_head(&mut conn, &order_id).await?.unwrap_or_else(OrderHead::new_order);
+    let head = order_head(&mut conn, &order_id)
+        .await?
+        .unwrap_or_else(OrderHead::new_order);
     let stamp = Stamp {
         at_ms: event.occurred_at_ms,
         sequence: event.sequence,

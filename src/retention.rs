@@ -61,21 +61,28 @@ pub async fn prune(db: &Db, settings: &RetentionSettings, now: i64) -> anyhow::R
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    pruned.outbox = sqlx::query("DELETE FROM outbox WHERE status = 'delivered' AND delivered_at < $1")
-        .bind(outbox_cutoff)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    pruned.dead_letters = sqlx::query("DELETE FROM dead_letters WHERE status IN ('resolved', 'discarded') AND updated_at < $1")
-        .bind(dead_cutoff)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+    pruned.outbox =
+        sqlx::query("DELETE FROM outbox WHERE status = 'delivered' AND delivered_at < $1")
+            .bind(outbox_cutoff)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+    pruned.dead_letters = sqlx::query(
+        "DELETE FROM dead_letters WHERE status IN ('resolved', 'discarded') AND updated_at < $1",
+    )
+    .bind(dead_cutoff)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     tx.commit().await?;
     Ok(pruned)
 }
 
-pub fn spawn_pruner(db: Db, settings: RetentionSettings, shutdown: CancellationToken) -> JoinHandle<()> {
+pub fn spawn_pruner(
+    db: Db,
+    settings: RetentionSettings,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let every = Duration::from_secs(settings.interval_secs.max(1));
         loop {

@@ -29,7 +29,10 @@ impl RetryPolicy {
     /// The ceiling of the delay after attempt number `attempt` (1-based).
     pub fn ceiling_ms(&self, attempt: i64) -> i64 {
         let exp = attempt.saturating_sub(1).clamp(0, 40) as u32;
-        self.base_ms.saturating_mul(1i64 << exp).min(self.cap_ms).max(0)
+        self.base_ms
+            .saturating_mul(1i64 << exp)
+            .min(self.cap_ms)
+            .max(0)
     }
 
     /// Full jitter: uniform in `[0, ceiling]`, so a burst of failures spreads out.
@@ -63,8 +66,12 @@ pub fn parse_retry_after(value: &str, now_ms: i64) -> Option<Duration> {
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
-    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?.timestamp_millis();
-    Some(Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64))
+    let at = chrono::DateTime::parse_from_rfc2822(value)
+        .ok()?
+        .timestamp_millis();
+    Some(Duration::from_millis(
+        at.saturating_sub(now_ms).max(0) as u64
+    ))
 }
 
 #[cfg(test)]
@@ -100,7 +107,9 @@ mod tests {
                     Next::GiveUp => panic!("attempt {attempt} is within the limit"),
                 })
                 .collect();
-            assert!(delays.iter().all(|d| (0..=p.ceiling_ms(attempt)).contains(d)));
+            assert!(delays
+                .iter()
+                .all(|d| (0..=p.ceiling_ms(attempt)).contains(d)));
             assert!(delays.iter().any(|d| *d != delays[0]), "jittered");
         }
     }
@@ -114,19 +123,33 @@ mod tests {
     #[test]
     fn retry_after_sets_the_delay_and_is_clamped() {
         let p = policy();
-        assert_eq!(p.next(1, Some(Duration::from_secs(7))), Next::RetryInMs(7_000));
-        assert_eq!(p.next(1, Some(Duration::from_secs(3_600))), Next::RetryInMs(60_000));
+        assert_eq!(
+            p.next(1, Some(Duration::from_secs(7))),
+            Next::RetryInMs(7_000)
+        );
+        assert_eq!(
+            p.next(1, Some(Duration::from_secs(3_600))),
+            Next::RetryInMs(60_000)
+        );
     }
 
     #[test]
     fn retry_after_parses_seconds_and_http_dates() {
-        let now = chrono::DateTime::parse_from_rfc3339("2015-10-21T07:28:00Z").unwrap().timestamp_millis();
-        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        let now = chrono::DateTime::parse_from_rfc3339("2015-10-21T07:28:00Z")
+            .unwrap()
+            .timestamp_millis();
+        assert_eq!(
+            parse_retry_after("120", now),
+            Some(Duration::from_secs(120))
+        );
         assert_eq!(
             parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now),
             Some(Duration::from_secs(30))
         );
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
     }

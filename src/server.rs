@@ -11,9 +11,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::admin::StoreBackend;
+use crate::alerts::Alerter;
 use crate::config::{Providers, Settings};
 use crate::ingest::Ingestor;
-use crate::alerts::Alerter;
 use crate::processor::{spawn_pg_listener, Processor, ProcessorParts};
 use crate::relay::{sinks::Sinks, Relay};
 use crate::store::{Backend, Db};
@@ -128,7 +128,11 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         background.extend(relay.spawn_workers(shutdown.clone()));
     }
     if settings.retention.enabled {
-        background.push(crate::retention::spawn_pruner(db.clone(), settings.retention.clone(), shutdown.clone()));
+        background.push(crate::retention::spawn_pruner(
+            db.clone(),
+            settings.retention.clone(),
+            shutdown.clone(),
+        ));
     }
     // The alert sender stops once every Alerter clone is gone (after the workers).
     drop(alerter);

@@ -324,9 +324,13 @@ async fn a_newer_failure_after_payment_is_refused_into_the_dlq(kind: Kind) {
     app.process().await;
     assert_eq!(app.order_status("order-f").await.as_deref(), Some("paid"));
     let (status, reason) = app.event_status("evt_f2").await;
-    assert_eq!(status, "dead", "a refused transition is a business failure for the DLQ");
+    assert_eq!(
+        status, "dead",
+        "a refused transition is a business failure for the DLQ"
+    );
     assert!(reason.unwrap().contains("fail is not allowed from paid"));
-    let dead = "SELECT COUNT(*) FROM dead_letters WHERE error_class = 'business' AND event_id = 'evt_f2'";
+    let dead =
+        "SELECT COUNT(*) FROM dead_letters WHERE error_class = 'business' AND event_id = 'evt_f2'";
     assert_eq!(app.count(dead).await, 1);
     let effects = app.count("SELECT COUNT(*) FROM processed_effects").await;
     assert_eq!(effects, 1, "the refused key stays free for a redrive");

@@ -145,7 +145,10 @@ async fn malformed_json_with_a_valid_signature_is_kept_and_filed(kind: Kind) {
     assert_eq!(status, "dead");
     assert!(reason.unwrap().contains("not JSON"));
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM dead_letters WHERE error_class = 'permanent' AND status = 'open'").await,
+        app.count(
+            "SELECT COUNT(*) FROM dead_letters WHERE error_class = 'permanent' AND status = 'open'"
+        )
+        .await,
         1
     );
     let kept: Vec<u8> = sqlx::query_scalar("SELECT raw_body FROM inbox_events")

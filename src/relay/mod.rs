@@ -36,14 +36,23 @@ pub struct Relay {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Delivered {
     Delivered,
-    RetryLater { delay_ms: i64 },
+    RetryLater {
+        delay_ms: i64,
+    },
     DeadLettered,
     /// Lease lost: another relay owns the row.
     Fenced,
 }
 
 impl Relay {
-    pub fn new(db: Db, sinks: Sinks, settings: RelaySettings, resolve_within_hours: i64, alerter: Alerter, wake: Arc<Notify>) -> Self {
+    pub fn new(
+        db: Db,
+        sinks: Sinks,
+        settings: RelaySettings,
+        resolve_within_hours: i64,
+        alerter: Alerter,
+        wake: Arc<Notify>,
+    ) -> Self {
         Relay {
             db,
             sinks,
@@ -57,7 +66,13 @@ impl Relay {
     /// Leases one batch and delivers it (concurrently, within each sink's limits).
     pub async fn run_once(&self) -> anyhow::Result<Vec<Delivered>> {
         let now = now_ms();
-        let items = outbox::claim(&self.db, now, now + self.settings.lease_secs * 1000, self.settings.claim_batch).await?;
+        let items = outbox::claim(
+            &self.db,
+            now,
+            now + self.settings.lease_secs * 1000,
+            self.settings.claim_batch,
+        )
+        .await?;
         let results = join_all(items.iter().map(|item| {
             let span = tracing::info_span!("outbox", id = item.id, sink = %item.sink, correlation_id = %item.correlation_id, attempt = item.attempt);
             self.deliver(item).instrument(span)
@@ -84,7 +99,11 @@ impl Relay {
             Err(error) => {
                 // Database trouble while recording: the lease expires and the row is sent
                 // again, with the same key.
-                warn!(error = format!("{error:#}"), class = classify_db_error(&error).as_str(), "relay bookkeeping failed");
+                warn!(
+                    error = format!("{error:#}"),
+                    class = classify_db_error(&error).as_str(),
+                    "relay bookkeeping failed"
+                );
                 Delivered::Fenced
             }
         }
@@ -92,7 +111,10 @@ impl Relay {
 
     async fn try_deliver(&self, item: &OutboxItem) -> anyhow::Result<Delivered> {
         let Some(sink) = self.sinks.get(&item.sink) else {
-            let failure = Failure::new(ErrorClass::Permanent, format!("sink {:?} is not configured", item.sink));
+            let failure = Failure::new(
+                ErrorClass::Permanent,
+                format!("sink {:?} is not configured", item.sink),
+            );
             return self.give_up(item, &failure).await;
         };
         let started_at = now_ms();
@@ -121,23 +143,44 @@ impl Relay {
                     Ok(Delivered::Fenced)
                 }
             }
-            Err(SendError { failure, status_code, excerpt }) => {
+            Err(SendError {
+                failure,
+                status_code,
+                excerpt,
+            }) => {
                 record.status_code = status_code;
                 record.response_excerpt = excerpt;
                 record.error = Some(failure.message.clone());
                 outbox::record_attempt(&self.db, item, &record).await?;
                 if failure.class.retries() {
-                    if let Next::RetryInMs(delay_ms) = self.settings.retry.next(item.budget_attempt(), failure.retry_after) {
+                    if let Next::RetryInMs(delay_ms) = self
+                        .settings
+                        .retry
+                        .next(item.budget_attempt(), failure.retry_after)
+                    {
                         warn!(class = failure.class.as_str(), error = %failure.message, delay_ms, "will retry");
-                        return Ok(if outbox::retry_later(&self.db, item, now_ms() + delay_ms, &failure.message).await? {
-                            Delivered::RetryLater { delay_ms }
-                        } else {
-                            Delivered::Fenced
-                        });
+                        return Ok(
+                            if outbox::retry_later(
+                                &self.db,
+                                item,
+                                now_ms() + delay_ms,
+                                &failure.message,
+                            )
+                            .await?
+                            {
+                                Delivered::RetryLater { delay_ms }
+                            } else {
+                                Delivered::Fenced
+                            },
+                        );
                     }
                     let failure = Failure::new(
                         failure.class,
-                        format!("gave up after {} attempts: {}", item.budget_attempt(), failure.message),
+                        format!(
+                            "gave up after {} attempts: {}",
+                            item.budget_attempt(),
+                            failure.message
+                        ),
                     );
                     return self.give_up(item, &failure).await;
                 }
@@ -148,7 +191,9 @@ impl Relay {
 
     async fn give_up(&self, item: &OutboxItem, failure: &Failure) -> anyhow::Result<Delivered> {
         let now = now_ms();
-        match outbox::dead_letter(&self.db, item, failure, now, now + self.resolve_within_ms).await? {
+        match outbox::dead_letter(&self.db, item, failure, now, now + self.resolve_within_ms)
+            .await?
+        {
             Some(id) => {
                 self.alerter.dead_lettered(DeadLetterAlert {
                     dead_letter_id: id,
@@ -186,7 +231,10 @@ impl Relay {
             .map(|n| {
                 let this = self.clone();
                 let shutdown = shutdown.clone();
-                tokio::spawn(async move { this.work(shutdown).await }.instrument(tracing::info_span!("relay", n)))
+                tokio::spawn(
+                    async move { this.work(shutdown).await }
+                        .instrument(tracing::info_span!("relay", n)),
+                )
             })
             .collect()
     }

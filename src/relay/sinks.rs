@@ -84,7 +84,11 @@ impl Sink {
     pub fn build(name: &str, settings: &SinkSettings) -> anyhow::Result<Sink> {
         let transport = match &settings.kind {
             SinkKind::Log => Transport::Log,
-            SinkKind::Http { url, secret, timeout_ms } => {
+            SinkKind::Http {
+                url,
+                secret,
+                timeout_ms,
+            } => {
                 if let Some(secret) = secret {
                     standard_webhooks::decode_secret(secret)?;
                 }
@@ -110,17 +114,26 @@ impl Sink {
                     "none" => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(smtp_host),
                     "starttls" => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(smtp_host)?,
                     "tls" => AsyncSmtpTransport::<Tokio1Executor>::relay(smtp_host)?,
-                    other => anyhow::bail!("sink {name}: security must be none, starttls or tls, not {other:?}"),
+                    other => anyhow::bail!(
+                        "sink {name}: security must be none, starttls or tls, not {other:?}"
+                    ),
                 }
                 .port(*smtp_port)
                 .timeout(Some(Duration::from_millis(*timeout_ms)));
                 if let Some(user) = username {
-                    builder = builder.credentials(Credentials::new(user.clone(), password.clone().unwrap_or_default()));
+                    builder = builder.credentials(Credentials::new(
+                        user.clone(),
+                        password.clone().unwrap_or_default(),
+                    ));
                 }
                 Transport::Email {
                     mailer: builder.build(),
-                    from: from.parse().map_err(|e| anyhow::anyhow!("sink {name}: from: {e}"))?,
-                    to: to.parse().map_err(|e| anyhow::anyhow!("sink {name}: to: {e}"))?,
+                    from: from
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("sink {name}: from: {e}"))?,
+                    to: to
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("sink {name}: to: {e}"))?,
                 }
             }
         };
@@ -149,7 +162,11 @@ impl Sink {
     }
 
     pub async fn send(&self, item: &OutboxItem) -> Result<Sent, SendError> {
-        let _permit = self.permits.acquire().await.expect("semaphore never closed");
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .expect("semaphore never closed");
         if let Some((gap, next)) = &self.pace {
             let mut next = next.lock().await;
             let now = tokio::time::Instant::now();
@@ -164,13 +181,22 @@ impl Sink {
                       idempotency_key = %item.idempotency_key, "outbox message");
                 Ok(Sent::default())
             }
-            Transport::Http { client, url, secret } => send_http(client, url, secret.as_deref(), item).await,
+            Transport::Http {
+                client,
+                url,
+                secret,
+            } => send_http(client, url, secret.as_deref(), item).await,
             Transport::Email { mailer, from, to } => send_email(mailer, from, to, item).await,
         }
     }
 }
 
-async fn send_http(client: &reqwest::Client, url: &str, secret: Option<&str>, item: &OutboxItem) -> Result<Sent, SendError> {
+async fn send_http(
+    client: &reqwest::Client,
+    url: &str,
+    secret: Option<&str>,
+    item: &OutboxItem,
+) -> Result<Sent, SendError> {
     let timestamp = now_ms() / 1000;
     let mut request = client
         .post(url)
@@ -181,8 +207,13 @@ async fn send_http(client: &reqwest::Client, url: &str, secret: Option<&str>, it
         .header("x-correlation-id", &item.correlation_id)
         .body(item.payload.clone());
     if let Some(secret) = secret {
-        let signature = standard_webhooks::sign(secret, &item.idempotency_key, timestamp, item.payload.as_bytes())
-            .map_err(|e| SendError::new(ErrorClass::Permanent, format!("signing: {e}")))?;
+        let signature = standard_webhooks::sign(
+            secret,
+            &item.idempotency_key,
+            timestamp,
+            item.payload.as_bytes(),
+        )
+        .map_err(|e| SendError::new(ErrorClass::Permanent, format!("signing: {e}")))?;
         request = request.header("webhook-signature", signature);
     }
     let response = match request.send().await {
@@ -194,7 +225,10 @@ async fn send_http(client: &reqwest::Client, url: &str, secret: Option<&str>, it
                 ErrorClass::Unknown
             };
             // Without the URL: it may carry a token.
-            return Err(SendError::new(class, format!("HTTP request failed: {}", e.without_url())));
+            return Err(SendError::new(
+                class,
+                format!("HTTP request failed: {}", e.without_url()),
+            ));
         }
     };
     let status = response.status().as_u16();
@@ -210,7 +244,10 @@ async fn send_http(client: &reqwest::Client, url: &str, secret: Option<&str>, it
             excerpt: excerpt(&body),
         });
     }
-    let mut failure = Failure::new(classify_http_status(status), format!("HTTP {status} from the sink"));
+    let mut failure = Failure::new(
+        classify_http_status(status),
+        format!("HTTP {status} from the sink"),
+    );
     if matches!(status, 429 | 503) {
         failure.retry_after = retry_after;
     }
@@ -235,9 +272,15 @@ async fn send_email(
         .to(to.clone())
         // The idempotency key as Message-ID lets the receiving side drop a resend.
         .message_id(Some(format!("<{}@oncehook>", item.idempotency_key)))
-        .subject(format!("[oncehook] {} for order {}", item.topic, item.order_id))
+        .subject(format!(
+            "[oncehook] {} for order {}",
+            item.topic, item.order_id
+        ))
         .header(ContentType::TEXT_PLAIN)
-        .body(format!("{} for order {}\n\n{pretty}\n", item.topic, item.order_id))
+        .body(format!(
+            "{} for order {}\n\n{pretty}\n",
+            item.topic, item.order_id
+        ))
         .map_err(|e| SendError::new(ErrorClass::Permanent, format!("building the email: {e}")))?;
     match mailer.send(message).await {
         Ok(response) => Ok(Sent {
@@ -264,7 +307,9 @@ async fn send_email(
 pub struct Sinks(Arc<HashMap<String, Arc<Sink>>>);
 
 impl Sinks {
-    pub fn build(settings: &std::collections::BTreeMap<String, SinkSettings>) -> anyhow::Result<Sinks> {
+    pub fn build(
+        settings: &std::collections::BTreeMap<String, SinkSettings>,
+    ) -> anyhow::Result<Sinks> {
         let mut map: HashMap<String, Arc<Sink>> = HashMap::new();
         map.insert("log".into(), Arc::new(Sink::log()));
         for (name, s) in settings {

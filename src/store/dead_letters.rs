@@ -53,11 +53,13 @@ pub fn append_history(existing: Option<&str>, at: i64, class: ErrorClass, error:
 /// Files the item in the queue (or reopens its earlier entry, keeping the history).
 /// Runs on the caller's transaction. Returns the dead letter's id.
 pub async fn put(conn: &mut sqlx::AnyConnection, dl: &NewDeadLetter<'_>) -> anyhow::Result<i64> {
-    let existing = sqlx::query("SELECT id, error_history FROM dead_letters WHERE stage = $1 AND source_id = $2")
-        .bind(dl.stage)
-        .bind(dl.source_id)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let existing = sqlx::query(
+        "SELECT id, error_history FROM dead_letters WHERE stage = $1 AND source_id = $2",
+    )
+    .bind(dl.stage)
+    .bind(dl.source_id)
+    .fetch_optional(&mut *conn)
+    .await?;
     if let Some(row) = existing {
         let id: i64 = row.try_get(0)?;
         let history: String = row.try_get(1)?;
@@ -226,11 +228,21 @@ impl DeadLetterFilter {
             ("order_id", &self.order_id),
         ] {
             if let Some(v) = value {
-                push(&mut clauses, &mut args, &format!("{col} = ?"), Arg::Text(v.clone()));
+                push(
+                    &mut clauses,
+                    &mut args,
+                    &format!("{col} = ?"),
+                    Arg::Text(v.clone()),
+                );
             }
         }
         if let Some(text) = &self.error_contains {
-            push(&mut clauses, &mut args, "last_error LIKE ?", Arg::Text(format!("%{text}%")));
+            push(
+                &mut clauses,
+                &mut args,
+                "last_error LIKE ?",
+                Arg::Text(format!("%{text}%")),
+            );
         }
         if let Some(t) = self.since {
             push(&mut clauses, &mut args, "created_at >= ?", Arg::Int(t));
@@ -270,34 +282,43 @@ pub async fn list(db: &Db, filter: &DeadLetterFilter, now: i64) -> anyhow::Resul
         "SELECT {COLUMNS} FROM dead_letters WHERE {clause} ORDER BY id DESC LIMIT {}",
         filter.limit.clamp(1, 10_000)
     );
-    let rows = bind_all(sqlx::query(&sql), args).fetch_all(db.reader()).await?;
-    Ok(rows.iter().map(|r| summary(r, now)).collect::<Result<_, _>>()?)
+    let rows = bind_all(sqlx::query(&sql), args)
+        .fetch_all(db.reader())
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| summary(r, now))
+        .collect::<Result<_, _>>()?)
 }
 
 pub async fn show(db: &Db, id: i64, now: i64) -> anyhow::Result<Option<DeadLetterDetail>> {
-    let Some(row) = sqlx::query(&format!("SELECT {COLUMNS}, error_history, payload FROM dead_letters WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(db.reader())
-        .await?
+    let Some(row) = sqlx::query(&format!(
+        "SELECT {COLUMNS}, error_history, payload FROM dead_letters WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(db.reader())
+    .await?
     else {
         return Ok(None);
     };
     let payload: Vec<u8> = row.try_get("payload")?;
     let history: String = row.try_get("error_history")?;
-    let redrives = sqlx::query("SELECT actor, reason, outcome, at FROM redrives WHERE dead_letter_id = $1 ORDER BY id")
-        .bind(id)
-        .fetch_all(db.reader())
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(RedriveRecord {
-                actor: r.try_get(0)?,
-                reason: r.try_get(1)?,
-                outcome: r.try_get(2)?,
-                at: rfc3339(r.try_get(3)?),
-            })
+    let redrives = sqlx::query(
+        "SELECT actor, reason, outcome, at FROM redrives WHERE dead_letter_id = $1 ORDER BY id",
+    )
+    .bind(id)
+    .fetch_all(db.reader())
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(RedriveRecord {
+            actor: r.try_get(0)?,
+            reason: r.try_get(1)?,
+            outcome: r.try_get(2)?,
+            at: rfc3339(r.try_get(3)?),
         })
-        .collect::<Result<_, sqlx::Error>>()?;
+    })
+    .collect::<Result<_, sqlx::Error>>()?;
     Ok(Some(DeadLetterDetail {
         summary: summary(&row, now)?,
         error_history: serde_json::from_str(&history).unwrap_or(serde_json::Value::String(history)),
@@ -341,7 +362,8 @@ pub async fn redrive_one(db: &Db, id: i64, actor: &Actor<'_>, now: i64) -> anyho
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| anyhow::anyhow!("no dead letter {id}"))?;
-    let (stage, source_id, status): (String, i64, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+    let (stage, source_id, status): (String, i64, String) =
+        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
     let outcome = if status != "open" {
         format!("skipped: status is {status}")
     } else {
@@ -363,11 +385,13 @@ pub async fn redrive_one(db: &Db, id: i64, actor: &Actor<'_>, now: i64) -> anyho
         if requeued == 0 {
             format!("skipped: its {table} row {source_id} no longer exists (pruned)")
         } else {
-            sqlx::query("UPDATE dead_letters SET status = 'redriven', updated_at = $2 WHERE id = $1")
-                .bind(id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "UPDATE dead_letters SET status = 'redriven', updated_at = $2 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
             "requeued".to_string()
         }
     };
@@ -379,14 +403,31 @@ pub async fn redrive_one(db: &Db, id: i64, actor: &Actor<'_>, now: i64) -> anyho
         .bind(now)
         .execute(&mut *tx)
         .await?;
-    audit(&mut *tx, actor, "dead_letter.redrive", &format!("dead_letter:{id}"), Some(outcome.clone()), now).await?;
+    audit(
+        &mut *tx,
+        actor,
+        "dead_letter.redrive",
+        &format!("dead_letter:{id}"),
+        Some(outcome.clone()),
+        now,
+    )
+    .await?;
     tx.commit().await?;
     Ok(outcome)
 }
 
 /// Resolves (fixed elsewhere) or discards (will not be fixed) an open dead letter; both need a reason.
-pub async fn close(db: &Db, id: i64, status: &str, actor: &Actor<'_>, now: i64) -> anyhow::Result<()> {
-    anyhow::ensure!(matches!(status, "resolved" | "discarded"), "status must be resolved or discarded");
+pub async fn close(
+    db: &Db,
+    id: i64,
+    status: &str,
+    actor: &Actor<'_>,
+    now: i64,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        matches!(status, "resolved" | "discarded"),
+        "status must be resolved or discarded"
+    );
     anyhow::ensure!(
         actor.reason.is_some_and(|r| !r.trim().is_empty()),
         "a reason is required to mark a dead letter {status}"
@@ -399,9 +440,24 @@ pub async fn close(db: &Db, id: i64, status: &str, actor: &Actor<'_>, now: i64) 
         .execute(&mut *tx)
         .await?
         .rows_affected();
-    anyhow::ensure!(done == 1, "dead letter {id} does not exist or is already closed");
-    let action = if status == "resolved" { "dead_letter.resolve" } else { "dead_letter.discard" };
-    audit(&mut *tx, actor, action, &format!("dead_letter:{id}"), None, now).await?;
+    anyhow::ensure!(
+        done == 1,
+        "dead letter {id} does not exist or is already closed"
+    );
+    let action = if status == "resolved" {
+        "dead_letter.resolve"
+    } else {
+        "dead_letter.discard"
+    };
+    audit(
+        &mut *tx,
+        actor,
+        action,
+        &format!("dead_letter:{id}"),
+        None,
+        now,
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }

@@ -30,9 +30,15 @@ pub enum EffectOutcome {
         reason: String,
     },
     /// The state machine forbids it (a business failure: nothing was written).
-    Refused { key: String, reason: String },
+    Refused {
+        key: String,
+        reason: String,
+    },
     /// Amount or currency does not fit the order (a business failure: nothing was written).
-    Mismatch { key: String, reason: String },
+    Mismatch {
+        key: String,
+        reason: String,
+    },
     /// Our claim expired and another worker owns the event; nothing was written.
     Fenced,
 }
@@ -85,7 +91,10 @@ fn guard_sql(transition: Transition) -> String {
     )
 }
 
-pub(crate) async fn order_head(conn: &mut sqlx::AnyConnection, order_id: &str) -> anyhow::Result<Option<OrderHead>> {
+pub(crate) async fn order_head(
+    conn: &mut sqlx::AnyConnection,
+    order_id: &str,
+) -> anyhow::Result<Option<OrderHead>> {
     let row = sqlx::query(
         "SELECT status, last_event_at, last_sequence, last_rank FROM orders WHERE order_id = $1",
     )
@@ -181,7 +190,10 @@ pub async fn apply(db: &Db, req: EffectRequest<'_>) -> anyhow::Result<EffectOutc
 
     if let Some(reason) = mismatch(&mut tx, event, order_id).await? {
         tx.rollback().await?;
-        return Ok(EffectOutcome::Mismatch { key: key.to_string(), reason });
+        return Ok(EffectOutcome::Mismatch {
+            key: key.to_string(),
+            reason,
+        });
     }
 
     let stamp = Stamp {
@@ -214,13 +226,29 @@ pub async fn apply(db: &Db, req: EffectRequest<'_>) -> anyhow::Result<EffectOutc
             .ok_or_else(|| anyhow::anyhow!("order {order_id} vanished mid-transaction"))?;
         match judge(&head, transition, &stamp) {
             Verdict::Stale(reason) => {
-                record_stale(&mut tx, claim, event, order_id, &key, &reason, head.status, now).await?;
-                EffectOutcome::Stale { key: key.to_string(), reason }
+                record_stale(
+                    &mut tx,
+                    claim,
+                    event,
+                    order_id,
+                    &key,
+                    &reason,
+                    head.status,
+                    now,
+                )
+                .await?;
+                EffectOutcome::Stale {
+                    key: key.to_string(),
+                    reason,
+                }
             }
             Verdict::Refused(reason) => {
                 // The key stays free: once someone fixes the cause, a redrive can apply it.
                 tx.rollback().await?;
-                return Ok(EffectOutcome::Refused { key: key.to_string(), reason });
+                return Ok(EffectOutcome::Refused {
+                    key: key.to_string(),
+                    reason,
+                });
             }
             Verdict::Apply => {
                 anyhow::bail!("guard refused what the state machine allows ({order_id})")
@@ -322,7 +350,11 @@ async fn record_applied(
 
 /// Amount and currency checks against what the order already holds; a reason when the
 /// event does not fit (a business failure for an engineer to look at).
-pub(crate) async fn mismatch(conn: &mut sqlx::AnyConnection, event: &MappedEvent, order_id: &str) -> anyhow::Result<Option<String>> {
+pub(crate) async fn mismatch(
+    conn: &mut sqlx::AnyConnection,
+    event: &MappedEvent,
+    order_id: &str,
+) -> anyhow::Result<Option<String>> {
     let row = sqlx::query(
         "SELECT o.currency, \
          CAST(COALESCE((SELECT SUM(CASE WHEN l.transition = 'pay' THEN l.amount \
@@ -340,7 +372,9 @@ pub(crate) async fn mismatch(conn: &mut sqlx::AnyConnection, event: &MappedEvent
     let payments: i64 = row.try_get(2)?;
     if let (Some(order), Some(event)) = (&currency, &event.currency) {
         if order != event {
-            return Ok(Some(format!("currency mismatch: order {order_id} is in {order}, the event in {event}")));
+            return Ok(Some(format!(
+                "currency mismatch: order {order_id} is in {order}, the event in {event}"
+            )));
         }
     }
     if event.transition == Transition::Refund && payments > 0 {

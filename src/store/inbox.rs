@@ -174,7 +174,17 @@ pub async fn dead_letter(
 ) -> anyhow::Result<Option<i64>> {
     let now = super::now_ms();
     let mut tx = db.writer().begin().await?;
-    if !file(&mut *tx, claim, Filed::Dead, Some(&failure.message), order_id, None, now).await? {
+    if !file(
+        &mut *tx,
+        claim,
+        Filed::Dead,
+        Some(&failure.message),
+        order_id,
+        None,
+        now,
+    )
+    .await?
+    {
         return Ok(None);
     }
     let id = super::dead_letters::put(

@@ -46,7 +46,12 @@ fn item(row: AnyRow) -> Result<OutboxItem, sqlx::Error> {
     })
 }
 
-pub async fn claim(db: &Db, now: i64, lease_until: i64, limit: i64) -> anyhow::Result<Vec<OutboxItem>> {
+pub async fn claim(
+    db: &Db,
+    now: i64,
+    lease_until: i64,
+    limit: i64,
+) -> anyhow::Result<Vec<OutboxItem>> {
     let sql = super::queue::claim_sql(
         db,
         "outbox",
@@ -119,7 +124,12 @@ pub async fn mark_delivered(db: &Db, item: &OutboxItem, now: i64) -> anyhow::Res
     Ok(done.rows_affected() == 1)
 }
 
-pub async fn retry_later(db: &Db, item: &OutboxItem, next_attempt_at: i64, error: &str) -> anyhow::Result<bool> {
+pub async fn retry_later(
+    db: &Db,
+    item: &OutboxItem,
+    next_attempt_at: i64,
+    error: &str,
+) -> anyhow::Result<bool> {
     let done = sqlx::query(
         "UPDATE outbox SET status = 'pending', next_attempt_at = $1, last_error = $2 \
          WHERE id = $3 AND attempts = $4 AND status = 'delivering'",

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+pub mod peers;
 
 use std::sync::Arc;
 use std::time::Duration;
