@@ -108,6 +108,18 @@ impl Fixtures {
         }
     }
 
+    pub async fn postgres_version(&self) -> String {
+        let version = async {
+            let mut admin = sqlx::PgConnection::connect(&self.postgres_admin_url).await?;
+            let v: String = sqlx::query_scalar("SELECT version()")
+                .fetch_one(&mut admin)
+                .await?;
+            admin.close().await.ok();
+            anyhow::Ok(v)
+        };
+        version.await.unwrap_or_else(|e| format!("unknown ({e:#})"))
+    }
+
     /// Drops every database this run created. Errors are reported, not fatal.
     pub async fn cleanup(&mut self) {
         if !self.pg_databases.is_empty() {

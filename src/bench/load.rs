@@ -289,6 +289,8 @@ pub struct LoadReport {
     pub elapsed: Duration,
     /// The next unused event number.
     pub next_new: u64,
+    /// CPU time the load generator's threads used, seconds.
+    pub client_cpu_secs: f64,
 }
 
 impl LoadReport {
@@ -438,6 +440,7 @@ async fn run_plan(plan: Plan, seeds: Vec<u64>) -> LoadReport {
         latency_us: histogram(),
         elapsed: Duration::ZERO,
         next_new: 0,
+        client_cpu_secs: 0.0,
     };
     for handle in handles {
         match handle.await {
@@ -482,7 +485,13 @@ pub async fn drive(plan: Plan, threads: usize) -> anyhow::Result<LoadReport> {
                 .enable_all()
                 .build();
             let result = runtime
-                .map(|rt| rt.block_on(run_plan(plan, seeds)))
+                .map(|rt| {
+                    let mut report = rt.block_on(run_plan(plan, seeds));
+                    // Read while the runtime's threads are alive: an exited thread's CPU
+                    // time no longer shows under its name.
+                    report.client_cpu_secs = super::sys::client_cpu_secs();
+                    report
+                })
                 .map_err(anyhow::Error::from);
             let _ = done.send(result);
         })

@@ -57,10 +57,31 @@ pub struct BenchArgs {
     /// The pgbench binary for the PostgreSQL ceilings.
     #[arg(long, default_value = "pgbench")]
     pub pgbench: PathBuf,
+    /// Run only these steps (comma-separated) [default: all].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub steps: Vec<Step>,
+    /// Offered rate for the latency step, events/s [default: half the measured peaks].
+    #[arg(long)]
+    pub latency_rate: Option<f64>,
     /// Where the SQLite files go [default: the system temp directory]. Use a directory on
     /// the disk you care about: fsync cost is most of the SQLite numbers.
     #[arg(long)]
     pub dir: Option<PathBuf>,
+}
+
+/// The parts of the benchmark, in the order they run for each database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Step {
+    /// pgbench / bare SQLite loops: the ingest and processing ceilings.
+    Ceilings,
+    /// Acknowledged events/s at 1, 16, 64 senders, processor off.
+    Ingest,
+    /// Effects/s draining a filled inbox.
+    Processing,
+    /// Receipt-to-effect latency at half the peak rate.
+    Latency,
+    /// 90 % redeliveries from 64 senders.
+    Storm,
 }
 
 /// Ingest concurrency levels.
@@ -72,6 +93,8 @@ const PROCESS_CLIENTS: usize = 4;
 
 struct Ctx {
     base: Settings,
+    steps: Vec<Step>,
+    latency_rate: Option<f64>,
     duration: Duration,
     events: u64,
     quick: bool,
@@ -217,8 +240,21 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
 
     let base = common.settings(None)?;
     let factory = EventFactory::new();
+    let steps = if args.steps.is_empty() {
+        vec![
+            Step::Ceilings,
+            Step::Ingest,
+            Step::Processing,
+            Step::Latency,
+            Step::Storm,
+        ]
+    } else {
+        args.steps.clone()
+    };
     let ctx = Ctx {
         base,
+        steps,
+        latency_rate: args.latency_rate,
         duration,
         events,
         quick,
@@ -285,27 +321,32 @@ async fn bench_database(
 ) -> anyhow::Result<DbResults> {
     let mut r = DbResults::new(kind);
     let label = kind.label();
-    ctx.rss_peak.store(0, Ordering::Relaxed);
+    let on = |step: Step| ctx.steps.contains(&step);
 
     // 1. The ceiling for ingest, then ingest through the server.
-    progress(format!("{label}: ingest ceiling"));
-    match kind {
-        Kind::Postgres => pg_ingest_ceiling(ctx, fixtures, &mut r).await?,
-        Kind::Sqlite => {
-            let db = fixtures.fresh(kind, "ceiling").await?;
-            let rate = ceiling::sqlite_ingest(&db, ctx.body0.as_bytes(), 1, ctx.duration).await?;
-            r.ingest_ceiling.push((1, rate));
-            let db = fixtures.fresh(kind, "ceiling-batched").await?;
-            r.sqlite_batched = Some(
-                ceiling::sqlite_ingest(&db, ctx.body0.as_bytes(), 100, ctx.duration / 2).await?,
-            );
+    if on(Step::Ceilings) {
+        progress(format!("{label}: ingest ceiling"));
+        match kind {
+            Kind::Postgres => pg_ingest_ceiling(ctx, fixtures, &mut r).await?,
+            Kind::Sqlite => {
+                let db = fixtures.fresh(kind, "ceiling").await?;
+                let rate =
+                    ceiling::sqlite_ingest(&db, ctx.body0.as_bytes(), 1, ctx.duration).await?;
+                progress(format!("  1 event per transaction: {rate:.0} tx/s"));
+                r.ingest_ceiling.push((1, rate));
+                let db = fixtures.fresh(kind, "ceiling-batched").await?;
+                r.sqlite_batched = Some(
+                    ceiling::sqlite_ingest(&db, ctx.body0.as_bytes(), 100, ctx.duration / 2)
+                        .await?,
+                );
+            }
         }
     }
-    // The peak RSS figure should be the server's, not the ceilings'.
+    // The peak RSS figure is the server's, not the ceilings'.
     ctx.rss_peak.store(0, Ordering::Relaxed);
 
-    progress(format!("{label}: ingest through the server, processor off"));
-    {
+    if on(Step::Ingest) {
+        progress(format!("{label}: ingest through the server, processor off"));
         let db = fixtures.fresh(kind, "ingest").await?;
         let server = start(ctx, fixtures, &db, true, false).await?;
         r.version = database_version(&server.db).await;
@@ -328,78 +369,122 @@ async fn bench_database(
                 ctx.client_threads,
             )
             .await?;
-            let cpu = cpu.since();
+            let cpu = cpu.since_with_client(load.client_cpu_secs);
             next = load.next_new;
             progress(format!(
-                "  {senders:>2} senders: {:.0} events/s, p50 {:.2} ms, p99 {:.2} ms",
+                "  {senders:>2} senders: {:.0} events/s, p50 {:.2} ms, p99 {:.2} ms \
+                 (cores: server {:.2}, client {:.2}, other {:.2})",
                 load.per_sec(),
                 load.p_ms(0.5),
-                load.p_ms(0.99)
+                load.p_ms(0.99),
+                cpu.server,
+                cpu.client,
+                cpu.other
             ));
             r.ingest.push(IngestRun { senders, load, cpu });
         }
         server.shutdown().await?;
     }
 
-    // 2. Processing: a full inbox, then the workers alone.
-    progress(format!("{label}: processing ceiling"));
-    let ceiling_rows = 8_000 * ctx.duration.as_secs() + 2_000;
-    match kind {
-        Kind::Postgres => {
-            let db = fixtures.fresh(kind, "process-ceiling").await?;
-            migrate(&db).await?;
-            ceiling::prepare_pg_processing(&db.url, ceiling_rows, ctx.body0.as_bytes()).await?;
-            let run = ceiling::pgbench(
-                &ctx.pgbench,
-                fixtures.dir(),
-                ("pg_process.sql", ceiling::PG_PROCESS),
-                &db.url,
-                PROCESS_CLIENTS,
-                ctx.duration,
-                &[("payload", &ceiling::outbox_payload())],
-            )
-            .await?;
-            r.processing_ceiling = Some((PROCESS_CLIENTS, run.tps));
-        }
-        Kind::Sqlite => {
-            let db = fixtures.fresh(kind, "process-ceiling").await?;
-            let rate =
-                ceiling::sqlite_processing(&db, ctx.body0.as_bytes(), ctx.duration, ceiling_rows)
-                    .await?;
-            r.processing_ceiling = Some((1, rate));
-        }
+    // 2. Processing: its ceiling, then a full inbox and the workers alone.
+    if on(Step::Ceilings) {
+        let rss = ctx.rss_peak.load(Ordering::Relaxed);
+        progress(format!("{label}: processing ceiling"));
+        let ceiling_rows = 8_000 * ctx.duration.as_secs() + 2_000;
+        let db = fixtures.fresh(kind, "process-ceiling").await?;
+        let (clients, rate) = match kind {
+            Kind::Postgres => {
+                migrate(&db).await?;
+                ceiling::prepare_pg_processing(&db.url, ceiling_rows, ctx.body0.as_bytes()).await?;
+                let run = ceiling::pgbench(
+                    &ctx.pgbench,
+                    fixtures.dir(),
+                    ("pg_process.sql", ceiling::PG_PROCESS),
+                    &db.url,
+                    PROCESS_CLIENTS,
+                    ctx.duration,
+                    &[("payload", &ceiling::outbox_payload())],
+                )
+                .await?;
+                (PROCESS_CLIENTS, run.tps)
+            }
+            Kind::Sqlite => {
+                let rate = ceiling::sqlite_processing(
+                    &db,
+                    ctx.body0.as_bytes(),
+                    ctx.duration,
+                    ceiling_rows,
+                )
+                .await?;
+                (1, rate)
+            }
+        };
+        progress(format!("  {clients} client(s): {rate:.0} tx/s"));
+        r.processing_ceiling = Some((clients, rate));
+        ctx.rss_peak.store(rss, Ordering::Relaxed);
     }
-    ctx.rss_peak.store(0, Ordering::Relaxed);
-    progress(format!(
-        "{label}: processing {} events through the processor",
-        ctx.events
-    ));
-    r.processing = Some(processing(ctx, fixtures, kind).await?);
+    if on(Step::Processing) {
+        progress(format!(
+            "{label}: processing {} events through the processor",
+            ctx.events
+        ));
+        let p = processing(ctx, fixtures, kind).await?;
+        progress(format!(
+            "  {:.0} effects/s ({}) (cores: server {:.2}, other {:.2})",
+            p.per_sec(),
+            p.check,
+            p.cpu.server,
+            p.cpu.other
+        ));
+        r.processing = Some(p);
+    }
 
     // 3. Receipt to effect at half the peak rate, processor on.
-    let peak_ingest = r.peak_ingest();
-    let processing_rate = r.processing.as_ref().map_or(0.0, Processing::per_sec);
-    let mut rates = vec![("½ peak ingest".to_string(), peak_ingest / 2.0)];
-    if processing_rate > 0.0 && peak_ingest / 2.0 > 0.8 * processing_rate {
-        // Half the ingest peak is more than the processor sustains: the backlog (and the
-        // latency) grows without bound there. Half the end-to-end peak is the fair test.
-        rates.push(("½ peak processing".to_string(), processing_rate / 2.0));
-    }
-    for (what, rate) in rates {
-        progress(format!(
-            "{label}: receipt-to-effect latency at {rate:.0} events/s ({what})"
-        ));
-        r.latency
-            .push(latency(ctx, fixtures, kind, what, rate.max(1.0)).await?);
+    if on(Step::Latency) {
+        let mut rates = vec![];
+        let peak_ingest = r.peak_ingest();
+        let processing_rate = r.processing.as_ref().map_or(0.0, Processing::per_sec);
+        if let Some(rate) = ctx.latency_rate {
+            rates.push(("the given rate".to_string(), rate));
+        } else if peak_ingest > 0.0 {
+            rates.push(("½ peak ingest".to_string(), peak_ingest / 2.0));
+        }
+        if ctx.latency_rate.is_none()
+            && processing_rate > 0.0
+            && (peak_ingest / 2.0 > 0.8 * processing_rate || peak_ingest == 0.0)
+        {
+            // Half the ingest peak is more than the processor sustains: the backlog (and the
+            // latency) grows without bound there. Half the end-to-end peak is the fair test.
+            rates.push(("½ peak processing".to_string(), processing_rate / 2.0));
+        }
+        anyhow::ensure!(
+            !rates.is_empty(),
+            "the latency step needs the ingest or processing step, or --latency-rate"
+        );
+        for (what, rate) in rates {
+            progress(format!(
+                "{label}: receipt-to-effect latency at {rate:.0} events/s ({what})"
+            ));
+            r.latency
+                .push(latency(ctx, fixtures, kind, what, rate.max(1.0)).await?);
+        }
     }
 
     // 4. Duplicate storm, processor on.
-    progress(format!(
-        "{label}: duplicate storm ({:.0} % redeliveries, 64 senders)",
-        STORM_REDELIVERIES * 100.0
-    ));
-    r.storm = Some(storm(ctx, fixtures, kind).await?);
+    if on(Step::Storm) {
+        progress(format!(
+            "{label}: duplicate storm ({:.0} % redeliveries, 64 senders)",
+            STORM_REDELIVERIES * 100.0
+        ));
+        r.storm = Some(storm(ctx, fixtures, kind).await?);
+    }
     r.rss_peak_kb = ctx.rss_peak.load(Ordering::Relaxed);
+    if r.version.is_empty() {
+        r.version = match kind {
+            Kind::Sqlite => format!("SQLite {}", ceiling::sqlite_version().await),
+            Kind::Postgres => fixtures.postgres_version().await,
+        };
+    }
     Ok(r)
 }
 
@@ -615,7 +700,7 @@ async fn latency(
         ctx.client_threads,
     )
     .await?;
-    let cpu = cpu.since();
+    let cpu = cpu.since_with_client(load.client_cpu_secs);
     let backlog_at_end = count(&server.db, PENDING).await?;
     let drained = wait_drained(&server.db, Duration::from_secs(30)).await?;
     let rows: Vec<i64> = sqlx::query_scalar(
@@ -683,7 +768,7 @@ async fn storm(ctx: &Ctx, fixtures: &mut fixture::Fixtures, kind: Kind) -> anyho
         ctx.client_threads,
     )
     .await?;
-    let cpu = cpu.since();
+    let cpu = cpu.since_with_client(load.client_cpu_secs);
     progress(format!(
         "  {:.0} deliveries/s acknowledged ({:.0} % duplicates), p99 {:.2} ms",
         load.per_sec(),

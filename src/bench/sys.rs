@@ -40,7 +40,6 @@ pub struct CpuSnapshot {
     machine_busy: u64,
     machine_total: u64,
     process: u64,
-    client: u64,
 }
 
 /// CPU used during an interval, in cores (1.0 = one core busy all the time).
@@ -67,6 +66,11 @@ fn stat_ticks(stat: &str) -> u64 {
             .unwrap_or(0)
     };
     get(11) + get(12)
+}
+
+/// CPU seconds used so far by the live load-generator threads (each run starts new ones).
+pub fn client_cpu_secs() -> f64 {
+    client_ticks() as f64 / TICKS_PER_SEC
 }
 
 fn client_ticks() -> u64 {
@@ -101,7 +105,6 @@ pub fn cpu_snapshot() -> CpuSnapshot {
         machine_busy: total.saturating_sub(idle),
         machine_total: total,
         process: stat_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()),
-        client: client_ticks(),
     }
 }
 
@@ -110,8 +113,13 @@ pub fn cores() -> usize {
 }
 
 impl CpuSnapshot {
-    /// CPU used between `self` and now.
+    /// CPU used between `self` and now, with no load generator running.
     pub fn since(&self) -> CpuUse {
+        self.since_with_client(0.0)
+    }
+
+    /// CPU used between `self` and now, of which `client_secs` by the load generator.
+    pub fn since_with_client(&self, client_secs: f64) -> CpuUse {
         let now = cpu_snapshot();
         let secs = now.at.duration_since(self.at).as_secs_f64().max(1e-3);
         let cores = cores();
@@ -119,7 +127,7 @@ impl CpuSnapshot {
         let machine =
             now.machine_busy.saturating_sub(self.machine_busy) as f64 / total * cores as f64;
         let process = now.process.saturating_sub(self.process) as f64 / TICKS_PER_SEC / secs;
-        let client = now.client.saturating_sub(self.client) as f64 / TICKS_PER_SEC / secs;
+        let client = client_secs / secs;
         CpuUse {
             machine,
             server: (process - client).max(0.0),
