@@ -100,8 +100,10 @@ struct Harness {
 impl Harness {
     async fn new(test_db: &TestDb) -> Harness {
         let db = test_db.connect().await;
-        let mut settings = Settings::default();
-        settings.providers = common::providers();
+        let mut settings = Settings {
+            providers: common::providers(),
+            ..Settings::default()
+        };
         settings.processor.claim_batch = 1;
         let processor = Arc::new(common::processor(&db, &settings));
         Harness { db, processor }

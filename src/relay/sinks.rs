@@ -64,11 +64,13 @@ enum Transport {
         url: String,
         secret: Option<String>,
     },
-    Email {
-        mailer: AsyncSmtpTransport<Tokio1Executor>,
-        from: lettre::message::Mailbox,
-        to: lettre::message::Mailbox,
-    },
+    Email(Box<Mailer>),
+}
+
+struct Mailer {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: lettre::message::Mailbox,
+    to: lettre::message::Mailbox,
 }
 
 /// A configured sink with its concurrency and rate limits.
@@ -126,15 +128,15 @@ impl Sink {
                         password.clone().unwrap_or_default(),
                     ));
                 }
-                Transport::Email {
-                    mailer: builder.build(),
+                Transport::Email(Box::new(Mailer {
+                    transport: builder.build(),
                     from: from
                         .parse()
                         .map_err(|e| anyhow::anyhow!("sink {name}: from: {e}"))?,
                     to: to
                         .parse()
                         .map_err(|e| anyhow::anyhow!("sink {name}: to: {e}"))?,
-                }
+                }))
             }
         };
         let pace = match settings.rate_per_sec {
@@ -186,7 +188,7 @@ impl Sink {
                 url,
                 secret,
             } => send_http(client, url, secret.as_deref(), item).await,
-            Transport::Email { mailer, from, to } => send_email(mailer, from, to, item).await,
+            Transport::Email(mailer) => send_email(mailer, item).await,
         }
     }
 }
@@ -258,18 +260,13 @@ async fn send_http(
     })
 }
 
-async fn send_email(
-    mailer: &AsyncSmtpTransport<Tokio1Executor>,
-    from: &lettre::message::Mailbox,
-    to: &lettre::message::Mailbox,
-    item: &OutboxItem,
-) -> Result<Sent, SendError> {
+async fn send_email(mailer: &Mailer, item: &OutboxItem) -> Result<Sent, SendError> {
     let pretty = serde_json::from_str::<serde_json::Value>(&item.payload)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| item.payload.clone());
     let message = Message::builder()
-        .from(from.clone())
-        .to(to.clone())
+        .from(mailer.from.clone())
+        .to(mailer.to.clone())
         // The idempotency key as Message-ID lets the receiving side drop a resend.
         .message_id(Some(format!("<{}@oncehook>", item.idempotency_key)))
         .subject(format!(
@@ -282,7 +279,7 @@ async fn send_email(
             item.topic, item.order_id
         ))
         .map_err(|e| SendError::new(ErrorClass::Permanent, format!("building the email: {e}")))?;
-    match mailer.send(message).await {
+    match mailer.transport.send(message).await {
         Ok(response) => Ok(Sent {
             status_code: Some(i64::from(u16::from(response.code()))),
             excerpt: excerpt(&response.message().collect::<Vec<_>>().join(" ")),
