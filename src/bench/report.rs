@@ -223,7 +223,7 @@ fn render_db(o: &mut String, r: &DbResults) {
         "| step | result | p50 | p99 | CPU server / client / other | notes |"
     );
     let _ = writeln!(o, "|---|---:|---:|---:|---|---|");
-    let ceiling = r.ceiling_max().unwrap_or(0.0);
+    let ceiling = r.ceiling_max();
     match r.kind {
         Kind::Postgres => {
             for (clients, tps) in &r.ingest_ceiling {
