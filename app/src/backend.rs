@@ -11,7 +11,7 @@ pub struct InboxEventView {
     pub provider: String,
     pub event_id: String,
     pub event_type: Option<String>,
-    /// pending, processing, applied, duplicate, stale, refused, ignored, failed
+    /// pending, processing, applied, duplicate, stale, ignored, dead (in the dead-letter queue)
     pub status: String,
     pub reason: Option<String>,
     pub order_id: Option<String>,

@@ -29,7 +29,7 @@ pub fn status_class(status: &str) -> &'static str {
         "applied" => "badge badge-ok",
         "pending" | "processing" => "badge badge-info",
         "stale" => "badge badge-warn",
-        "refused" | "failed" => "badge badge-bad",
+        "refused" | "failed" | "dead" => "badge badge-bad",
         "duplicate" | "ignored" => "badge badge-muted",
         _ => "badge badge-unknown",
     }
@@ -76,6 +76,7 @@ mod tests {
             "refused",
             "ignored",
             "failed",
+            "dead",
         ] {
             assert_ne!(status_class(status), "badge badge-unknown", "{status}");
         }
