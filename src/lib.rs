@@ -17,3 +17,4 @@ pub mod server;
 pub mod signature;
 pub mod store;
 pub mod web;
+pub mod worker;

@@ -298,22 +298,7 @@ impl Processor {
 
     async fn work(&self, shutdown: CancellationToken) {
         let poll = Duration::from_millis(self.settings.poll_interval_ms);
-        while !shutdown.is_cancelled() {
-            // Registered before the claim, so a wake-up during it is not missed.
-            let notified = self.wake.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            match self.run_once(&shutdown).await {
-                Ok(0) => {}
-                Ok(_) => continue,
-                Err(error) => warn!(error = format!("{error:#}"), "claim failed"),
-            }
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep(poll) => {}
-                _ = shutdown.cancelled() => {}
-            }
-        }
+        crate::worker::run_loop(&self.wake, poll, &shutdown, || self.run_once(&shutdown)).await;
     }
 }
 

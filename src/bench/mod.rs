@@ -373,13 +373,14 @@ async fn bench_database(
             next = load.next_new;
             progress(format!(
                 "  {senders:>2} senders: {:.0} events/s, p50 {:.2} ms, p99 {:.2} ms \
-                 (cores: server {:.2}, client {:.2}, other {:.2})",
+                 (cores: server {:.2}, client {:.2}, PostgreSQL {:.2}, rest {:.2})",
                 load.per_sec(),
                 load.p_ms(0.5),
                 load.p_ms(0.99),
                 cpu.server,
                 cpu.client,
-                cpu.other
+                cpu.postgres,
+                cpu.other - cpu.postgres
             ));
             r.ingest.push(IngestRun { senders, load, cpu });
         }

@@ -52,8 +52,12 @@ fn ms(v: f64) -> String {
 
 fn cpu(c: &CpuUse) -> String {
     format!(
-        "{:.2} / {:.2} / {:.2} of {}",
-        c.server, c.client, c.other, c.cores
+        "{:.2} / {:.2} / {:.2} / {:.2} of {}",
+        c.server,
+        c.client,
+        c.postgres,
+        (c.other - c.postgres).max(0.0),
+        c.cores
     )
 }
 
@@ -114,7 +118,8 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
     let _ = writeln!(
         o,
         "- CPU columns: cores used by the server (this process minus the load generator) / \
-         the load generator / everything else on the machine (the database server, pgbench)"
+         the load generator / PostgreSQL's processes / everything else on the machine \
+         (pgbench, the kernel's I/O threads, unrelated load)"
     );
 
     for r in results {
@@ -220,7 +225,7 @@ fn render_db(o: &mut String, r: &DbResults) {
     let _ = writeln!(o, "\n## {}\n", r.kind.label());
     let _ = writeln!(
         o,
-        "| step | result | p50 | p99 | CPU server / client / other | notes |"
+        "| step | result | p50 | p99 | CPU server / client / PostgreSQL / rest | notes |"
     );
     let _ = writeln!(o, "|---|---:|---:|---:|---|---|");
     let ceiling = r.ceiling_max();
@@ -260,10 +265,9 @@ fn render_db(o: &mut String, r: &DbResults) {
     }
     for i in &r.ingest {
         let rate = i.load.per_sec();
-        let mut notes = format!(
-            "{} % of ceiling",
-            (rate / ceiling.max(1e-9) * 100.0).round()
-        );
+        let mut notes = ceiling
+            .map(|c| format!("{} of ceiling", pct(rate / c)))
+            .unwrap_or_default();
         if i.load.failed > 0 {
             let _ = write!(
                 notes,

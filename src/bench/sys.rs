@@ -3,6 +3,7 @@
 //! split into load generator, server (everything else in this process) and the rest of the
 //! machine (PostgreSQL, pgbench, and any unrelated load).
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 /// Linux reports CPU times in USER_HZ ticks, 100 per second on every mainstream platform.
@@ -34,12 +35,14 @@ pub fn memory() -> Memory {
 /// Threads whose name starts with this belong to the load generator.
 pub const CLIENT_THREAD: &str = "oh-client";
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct CpuSnapshot {
     at: Instant,
     machine_busy: u64,
     machine_total: u64,
     process: u64,
+    /// CPU ticks of each PostgreSQL server process.
+    postgres: HashMap<u32, u64>,
 }
 
 /// CPU used during an interval, in cores (1.0 = one core busy all the time).
@@ -48,6 +51,8 @@ pub struct CpuUse {
     pub machine: f64,
     pub server: f64,
     pub client: f64,
+    /// PostgreSQL's processes.
+    pub postgres: f64,
     /// Machine minus this process: the database server, pgbench, anything else running.
     pub other: f64,
     pub cores: usize,
@@ -87,6 +92,23 @@ fn client_ticks() -> u64 {
         .sum()
 }
 
+/// CPU ticks of every process named `postgres` (the server and its backends).
+fn postgres_ticks() -> HashMap<u32, u64> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|p| {
+            let pid: u32 = p.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(p.path().join("comm")).ok()?;
+            (comm.trim_end() == "postgres").then_some(())?;
+            let stat = std::fs::read_to_string(p.path().join("stat")).ok()?;
+            Some((pid, stat_ticks(&stat)))
+        })
+        .collect()
+}
+
 pub fn cpu_snapshot() -> CpuSnapshot {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let times: Vec<u64> = stat
@@ -105,6 +127,7 @@ pub fn cpu_snapshot() -> CpuSnapshot {
         machine_busy: total.saturating_sub(idle),
         machine_total: total,
         process: stat_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()),
+        postgres: postgres_ticks(),
     }
 }
 
@@ -128,10 +151,19 @@ impl CpuSnapshot {
             now.machine_busy.saturating_sub(self.machine_busy) as f64 / total * cores as f64;
         let process = now.process.saturating_sub(self.process) as f64 / TICKS_PER_SEC / secs;
         let client = client_secs / secs;
+        // Backends that ended during the interval are missed; the benchmark's connections
+        // live through each step.
+        let postgres_ticks: u64 = now
+            .postgres
+            .iter()
+            .map(|(pid, t)| t.saturating_sub(self.postgres.get(pid).copied().unwrap_or(0)))
+            .sum();
+        let postgres = postgres_ticks as f64 / TICKS_PER_SEC / secs;
         CpuUse {
             machine,
             server: (process - client).max(0.0),
             client,
+            postgres,
             other: (machine - process).max(0.0),
             cores,
         }

@@ -241,20 +241,9 @@ impl Relay {
 
     async fn work(&self, shutdown: CancellationToken) {
         let poll = Duration::from_millis(self.settings.poll_interval_ms);
-        while !shutdown.is_cancelled() {
-            let notified = self.wake.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            match self.run_once().await {
-                Ok(batch) if !batch.is_empty() => continue,
-                Ok(_) => {}
-                Err(error) => warn!(error = format!("{error:#}"), "outbox claim failed"),
-            }
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep(poll) => {}
-                _ = shutdown.cancelled() => {}
-            }
-        }
+        crate::worker::run_loop(&self.wake, poll, &shutdown, || async {
+            Ok(self.run_once().await?.len())
+        })
+        .await;
     }
 }

@@ -1,0 +1,75 @@
+//! The life of a queue worker (processor, relay): do a round of work; when a round finds
+//! nothing, sleep until woken, until the poll interval passes, or until shutdown.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+/// `round` returns how many items it handled; errors are logged and count as idle.
+pub async fn run_loop<F, Fut>(
+    wake: &Notify,
+    poll: Duration,
+    shutdown: &CancellationToken,
+    mut round: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<usize>>,
+{
+    while !shutdown.is_cancelled() {
+        // Registered before the round, so a wake-up during it is not missed.
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        match round().await {
+            Ok(0) => {}
+            Ok(_) => continue,
+            Err(error) => warn!(error = format!("{error:#}"), "worker round failed"),
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep(poll) => {}
+            _ = shutdown.cancelled() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_wake_up_ends_the_idle_wait_and_shutdown_ends_the_loop() {
+        let wake = Arc::new(Notify::new());
+        let shutdown = CancellationToken::new();
+        let rounds = Arc::new(AtomicUsize::new(0));
+        let task = {
+            let (wake, shutdown, rounds) = (wake.clone(), shutdown.clone(), rounds.clone());
+            tokio::spawn(async move {
+                run_loop(&wake, Duration::from_secs(3600), &shutdown, || {
+                    rounds.fetch_add(1, Ordering::SeqCst);
+                    async { Ok(0) }
+                })
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            rounds.load(Ordering::SeqCst),
+            1,
+            "idle: waits for a wake-up, not a poll"
+        );
+        wake.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(rounds.load(Ordering::SeqCst), 2);
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
