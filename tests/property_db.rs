@@ -39,7 +39,11 @@ fn event_type(t: Transition) -> &'static str {
 fn body(order: &str, e: &Ev) -> Vec<u8> {
     // Refunds small enough that no history refunds more than it paid (that is a business
     // failure, not an ordering question).
-    let amount = if e.transition == Transition::Refund { 1 } else { 100 };
+    let amount = if e.transition == Transition::Refund {
+        1
+    } else {
+        100
+    };
     let at = chrono::DateTime::from_timestamp(1_704_103_200 + e.at_s, 0)
         .unwrap()
         .to_rfc3339();
