@@ -284,16 +284,16 @@ impl Processor {
 
     /// Starts `workers` loops that run until `shutdown`, finishing the event in hand.
     pub fn spawn_workers(self: Arc<Self>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
-        (0..self.settings.workers.max(1))
-            .map(|n| {
-                let this = self.clone();
+        let count = self.settings.workers;
+        crate::worker::spawn_n(
+            self,
+            count,
+            |n| tracing::info_span!("worker", n),
+            move |this| {
                 let shutdown = shutdown.clone();
-                tokio::spawn(
-                    async move { this.work(shutdown).await }
-                        .instrument(tracing::info_span!("worker", n)),
-                )
-            })
-            .collect()
+                async move { this.work(shutdown).await }
+            },
+        )
     }
 
     async fn work(&self, shutdown: CancellationToken) {

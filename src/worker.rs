@@ -4,9 +4,29 @@
 use std::future::Future;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{warn, Instrument};
+
+/// Spawns `count` copies of a worker's loop, each in a tracing span `kind{n}`.
+pub fn spawn_n<W, F, Fut>(
+    worker: Arc<W>,
+    count: usize,
+    span: fn(usize) -> tracing::Span,
+    run: F,
+) -> Vec<JoinHandle<()>>
+where
+    W: Send + Sync + 'static,
+    F: Fn(Arc<W>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    (0..count.max(1))
+        .map(|n| tokio::spawn(run(worker.clone()).instrument(span(n))))
+        .collect()
+}
 
 /// `round` returns how many items it handled; errors are logged and count as idle.
 pub async fn run_loop<F, Fut>(
@@ -40,7 +60,6 @@ pub async fn run_loop<F, Fut>(
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
 
     #[tokio::test]
     async fn a_wake_up_ends_the_idle_wait_and_shutdown_ends_the_loop() {

@@ -6,6 +6,7 @@
 //! (pgbench with scripts/bench/*.sql, a bare SQLite loop). See BENCHMARKS.md.
 
 mod ceiling;
+mod diagnose;
 mod fixture;
 mod load;
 mod report;
@@ -82,6 +83,8 @@ pub enum Step {
     Latency,
     /// 90 % redeliveries from 64 senders.
     Storm,
+    /// Not in the default run: the storage code without HTTP, fixed and varying batches.
+    Diagnose,
 }
 
 /// Ingest concurrency levels.
@@ -110,6 +113,44 @@ pub struct IngestRun {
     pub senders: usize,
     pub load: LoadReport,
     pub cpu: sys::CpuUse,
+    pub commits: Option<Commits>,
+}
+
+/// How the receiver's commits looked (PostgreSQL: read from the rows' xmin and the WAL).
+#[derive(Clone, Copy, Debug)]
+pub struct Commits {
+    /// Events per ingest transaction, on average.
+    pub events_per_tx: f64,
+    /// Largest ingest transaction seen.
+    pub max_events_per_tx: i64,
+    /// WAL written per event, bytes.
+    pub wal_per_event: f64,
+}
+
+/// The WAL position, in bytes (PostgreSQL).
+async fn wal_position(db: &Db) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar::<_, i64>(
+        "SELECT CAST(pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') AS BIGINT)",
+    )
+    .fetch_one(db.reader())
+    .await?)
+}
+
+/// Groups the inbox rows above `after_id` by the transaction that wrote them.
+async fn commits_since(db: &Db, after_id: i64, wal_before: i64) -> anyhow::Result<Commits> {
+    let wal = wal_position(db).await? - wal_before;
+    let sizes: Vec<i64> = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM inbox_events WHERE id > $1 GROUP BY CAST(xmin AS TEXT)",
+    )
+    .bind(after_id)
+    .fetch_all(db.reader())
+    .await?;
+    let events: i64 = sizes.iter().sum();
+    Ok(Commits {
+        events_per_tx: events as f64 / sizes.len().max(1) as f64,
+        max_events_per_tx: sizes.iter().copied().max().unwrap_or(0),
+        wal_per_event: wal as f64 / events.max(1) as f64,
+    })
 }
 
 pub struct Processing {
@@ -169,6 +210,7 @@ pub struct DbResults {
     pub processing_ceiling: Option<(usize, f64)>,
     pub latency: Vec<Latency>,
     pub storm: Option<Storm>,
+    pub diagnostics: Vec<diagnose::StoreRun>,
     pub rss_peak_kb: u64,
 }
 
@@ -185,6 +227,7 @@ impl DbResults {
             processing_ceiling: None,
             latency: vec![],
             storm: None,
+            diagnostics: vec![],
             rss_peak_kb: 0,
         }
     }
@@ -352,7 +395,15 @@ async fn bench_database(
         r.version = database_version(&server.db).await;
         let factory = EventFactory::new();
         let mut next = 0;
+        let postgres = kind == Kind::Postgres;
         for senders in SENDERS {
+            let last_id =
+                count(&server.db, "SELECT COALESCE(MAX(id), 0) FROM inbox_events").await?;
+            let wal_before = if postgres {
+                wal_position(&server.db).await?
+            } else {
+                0
+            };
             let cpu = sys::cpu_snapshot();
             let load = load::drive(
                 plan(
@@ -371,6 +422,17 @@ async fn bench_database(
             .await?;
             let cpu = cpu.since_with_client(load.client_cpu_secs);
             next = load.next_new;
+            let commits = if postgres {
+                Some(commits_since(&server.db, last_id, wal_before).await?)
+            } else {
+                None
+            };
+            if let Some(c) = commits {
+                progress(format!(
+                    "     {:.1} events per commit (max {}), {:.0} WAL bytes per event",
+                    c.events_per_tx, c.max_events_per_tx, c.wal_per_event
+                ));
+            }
             progress(format!(
                 "  {senders:>2} senders: {:.0} events/s, p50 {:.2} ms, p99 {:.2} ms \
                  (cores: server {:.2}, client {:.2}, PostgreSQL {:.2}, rest {:.2})",
@@ -382,7 +444,12 @@ async fn bench_database(
                 cpu.postgres,
                 cpu.other - cpu.postgres
             ));
-            r.ingest.push(IngestRun { senders, load, cpu });
+            r.ingest.push(IngestRun {
+                senders,
+                load,
+                cpu,
+                commits,
+            });
         }
         server.shutdown().await?;
     }
@@ -480,6 +547,34 @@ async fn bench_database(
         r.storm = Some(storm(ctx, fixtures, kind).await?);
     }
     r.rss_peak_kb = ctx.rss_peak.load(Ordering::Relaxed);
+
+    if on(Step::Diagnose) {
+        use diagnose::Sizes::*;
+        let writers = match kind {
+            Kind::Sqlite => 1,
+            Kind::Postgres => ctx.base.receiver.writers.max(1),
+        };
+        for (sizes, tasks) in [
+            (Fixed(1), 1),
+            (Fixed(8), 1),
+            (Fixed(32), 1),
+            (Varying(64), 1),
+            (Fixed(8), writers),
+            (Varying(16), writers),
+        ] {
+            let db = fixtures.fresh(kind, "diagnose").await?;
+            let run = diagnose::store_direct(&db, sizes, tasks, ctx.duration).await?;
+            progress(format!(
+                "  {}: {:.0} events/s (cores: this process {:.2}, PostgreSQL {:.2}, rest {:.2})",
+                run.label,
+                run.per_sec,
+                run.cpu.server,
+                run.cpu.postgres,
+                run.cpu.other - run.cpu.postgres
+            ));
+            r.diagnostics.push(run);
+        }
+    }
     if r.version.is_empty() {
         r.version = match kind {
             Kind::Sqlite => format!("SQLite {}", ceiling::sqlite_version().await),
@@ -683,6 +778,26 @@ async fn latency(
     let db = fixtures.fresh(kind, "latency").await?;
     let factory = EventFactory::new();
     let server = start(ctx, fixtures, &db, true, true).await?;
+    // A second at the same rate first, not counted: the pools open their connections and
+    // prepare their statements there, which is start-up, not steady state.
+    let warm_up = load::drive(
+        plan(
+            ctx,
+            &server,
+            &factory,
+            64,
+            0,
+            0.0,
+            Pace::Rate {
+                per_sec: rate,
+                duration: Duration::from_secs(1),
+            },
+        ),
+        ctx.client_threads,
+    )
+    .await?;
+    wait_drained(&server.db, Duration::from_secs(30)).await?;
+    let warm_up_rows = count(&server.db, "SELECT COALESCE(MAX(id), 0) FROM inbox_events").await?;
     let duration = ctx.duration.max(Duration::from_secs(2));
     let cpu = sys::cpu_snapshot();
     let load = load::drive(
@@ -691,7 +806,7 @@ async fn latency(
             &server,
             &factory,
             64,
-            0,
+            warm_up.next_new,
             0.0,
             Pace::Rate {
                 per_sec: rate,
@@ -705,10 +820,23 @@ async fn latency(
     let backlog_at_end = count(&server.db, PENDING).await?;
     let drained = wait_drained(&server.db, Duration::from_secs(30)).await?;
     let rows: Vec<i64> = sqlx::query_scalar(
-        "SELECT processed_at - received_at FROM inbox_events WHERE processed_at IS NOT NULL",
+        "SELECT processed_at - received_at FROM inbox_events \
+         WHERE processed_at IS NOT NULL AND id > $1",
     )
+    .bind(warm_up_rows)
     .fetch_all(server.db.reader())
     .await?;
+    if std::env::var("BENCH_DEBUG").is_ok() {
+        let slow: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT id, received_at, processed_at - received_at FROM inbox_events \
+             WHERE processed_at - received_at > 20 ORDER BY id",
+        )
+        .fetch_all(server.db.reader())
+        .await?;
+        for (id, at, ms) in slow {
+            eprintln!("slow: id {id} at {} +{ms} ms", at % 100_000);
+        }
+    }
     server.shutdown().await?;
     let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("valid histogram");
     for ms in &rows {

@@ -354,6 +354,15 @@ fn render_db(o: &mut String, r: &DbResults) {
             if s.ok { "; verified" } else { "; CHECK FAILED" }
         );
     }
+    for d in &r.diagnostics {
+        let _ = writeln!(
+            o,
+            "| diagnose: {} (no HTTP) | {} events/s | | | {} | |",
+            d.label,
+            thousands(d.per_sec),
+            cpu(&d.cpu)
+        );
+    }
     let _ = writeln!(
         o,
         "| peak RSS while the server ran | {} | | | | VmRSS sampled every 50 ms; includes the load generator |",

@@ -79,19 +79,15 @@ pub async fn claim(
     lease_until: i64,
     limit: i64,
 ) -> anyhow::Result<Vec<Claimed>> {
-    let sql = super::queue::claim_sql(
+    let rows = super::queue::claim(
         db,
         "inbox_events",
         "processing",
         "id, provider, event_id, event_type, raw_body, correlation_id, received_at, attempts, \
          retries_base, error_history",
-    );
-    let rows = sqlx::query(&sql)
-        .bind(lease_until)
-        .bind(now)
-        .bind(limit)
-        .fetch_all(db.writer())
-        .await?;
+        (now, lease_until, limit),
+    )
+    .await?;
     let mut claims = rows
         .into_iter()
         .map(claimed)

@@ -52,22 +52,18 @@ pub async fn claim(
     lease_until: i64,
     limit: i64,
 ) -> anyhow::Result<Vec<OutboxItem>> {
-    let sql = super::queue::claim_sql(
+    let rows = super::queue::claim(
         db,
         "outbox",
         "delivering",
         "id, idempotency_key, effect_key, order_id, topic, sink, payload, correlation_id, \
          created_at, attempts, retries_base",
-    );
-    let rows = sqlx::query(&sql)
-        .bind(lease_until)
-        .bind(now)
-        .bind(limit)
-        .fetch_all(db.writer())
-        .await?;
-    let mut items = rows.into_iter().map(item).collect::<Result<Vec<_>, _>>()?;
-    items.sort_by_key(|i| i.id);
-    Ok(items)
+        (now, lease_until, limit),
+    )
+    .await?;
+    let mut claims = rows.into_iter().map(item).collect::<Result<Vec<_>, _>>()?;
+    claims.sort_by_key(|c| c.id);
+    Ok(claims)
 }
 
 /// Extends the lease of a long send; false when the lease was lost (fenced).

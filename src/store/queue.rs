@@ -2,11 +2,30 @@
 //! until a deadline, the attempt counter bumped as the fence of this claim. PostgreSQL
 //! skips rows another worker holds; SQLite has a single writer and needs no locking.
 
+use sqlx::any::AnyRow;
+
 use super::Db;
 
-/// `UPDATE … RETURNING` claiming up to `$3` rows of `table` due at `$2`, leased until `$1`.
+/// Claims up to `limit` rows of `table` due at `now` (new, retry due, or lease expired),
+/// leased until `lease_until`, and returns the `returning` columns, oldest first.
 /// The table needs `id`, `status` ('pending' / `claimed_status`), `attempts`, `next_attempt_at`.
-pub fn claim_sql(db: &Db, table: &str, claimed_status: &str, returning: &str) -> String {
+pub async fn claim(
+    db: &Db,
+    table: &str,
+    claimed_status: &str,
+    returning: &str,
+    (now, lease_until, limit): (i64, i64, i64),
+) -> anyhow::Result<Vec<AnyRow>> {
+    let rows = sqlx::query(&claim_sql(db, table, claimed_status, returning))
+        .bind(lease_until)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(db.writer())
+        .await?;
+    Ok(rows)
+}
+
+fn claim_sql(db: &Db, table: &str, claimed_status: &str, returning: &str) -> String {
     format!(
         "UPDATE {table} SET status = '{claimed_status}', attempts = attempts + 1, next_attempt_at = $1 \
          WHERE id IN (SELECT id FROM {table} \
