@@ -123,7 +123,11 @@ pub async fn relay_throughput(url: &str, rows: u64, workers: usize) -> anyhow::R
         .collect();
     let mut delivered = 0;
     for t in tasks {
-        delivered += t.await??.iter().filter(|d| **d == Delivered::Delivered).count() as u64;
+        delivered += t
+            .await??
+            .iter()
+            .filter(|d| **d == Delivered::Delivered)
+            .count() as u64;
     }
     let secs = started.elapsed().as_secs_f64();
     db.close().await;
@@ -180,7 +184,15 @@ pub async fn redrive_many(url: &str, items: u64) -> anyhow::Result<RedriveRun> {
         reason: Some("benchmark"),
     };
     let started = Instant::now();
-    let results = crate::redrive::redrive(&db, &providers, &DeadLetterFilter::default(), false, &actor, |_, _| {}).await?;
+    let results = crate::redrive::redrive(
+        &db,
+        &providers,
+        &DeadLetterFilter::default(),
+        false,
+        &actor,
+        |_, _| {},
+    )
+    .await?;
     let secs = started.elapsed().as_secs_f64();
     let requeued = results.iter().filter(|r| r.outcome == "requeued").count() as u64;
     anyhow::ensure!(requeued == items, "redrove {requeued} of {items}");

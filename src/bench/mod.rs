@@ -7,6 +7,7 @@
 
 mod ceiling;
 mod diagnose;
+mod failures;
 mod fixture;
 mod load;
 mod report;
@@ -46,7 +47,7 @@ pub struct BenchArgs {
     /// Seconds of each timed step [default: 5; 1 with --quick].
     #[arg(long)]
     pub duration_secs: Option<u64>,
-    /// Events in the inbox for the processing step [default: 20000; 3000 with --quick].
+    /// Events in the inbox for the processing step [default: 20000; 2000 with --quick].
     #[arg(long)]
     pub events: Option<u64>,
     /// A smoke run: short steps, small backlog, fewer ceiling variants (under a minute).
@@ -64,6 +65,10 @@ pub struct BenchArgs {
     /// Offered rate for the latency step, events/s [default: half the measured peaks].
     #[arg(long)]
     pub latency_rate: Option<f64>,
+    /// Diagnostic: run `ANALYZE inbox_events` on the filled inbox before the processing step, to see
+    /// what query-planner statistics change.
+    #[arg(long)]
+    pub analyze_before_processing: bool,
     /// Where the SQLite files go [default: the system temp directory]. Use a directory on
     /// the disk you care about: fsync cost is most of the SQLite numbers.
     #[arg(long)]
@@ -83,6 +88,8 @@ pub enum Step {
     Latency,
     /// 90 % redeliveries from 64 senders.
     Storm,
+    /// Relay deliveries/s to a loopback HTTP sink, and the time to redrive 10,000 dead letters.
+    Failures,
     /// Not in the default run: the storage code without HTTP, fixed and varying batches.
     Diagnose,
 }
@@ -98,6 +105,7 @@ struct Ctx {
     base: Settings,
     steps: Vec<Step>,
     latency_rate: Option<f64>,
+    analyze_before_processing: bool,
     duration: Duration,
     events: u64,
     quick: bool,
@@ -195,19 +203,34 @@ pub struct Storm {
     pub ok: bool,
 }
 
+/// What a ceiling measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CeilingKind {
+    /// One event per transaction, one round trip (pg_ingest.sql; the SQLite loop).
+    Ingest,
+    /// One event per transaction, BEGIN/INSERT/INSERT/COMMIT (pg_ingest_tx.sql).
+    IngestRoundTrips,
+    /// SQLite loop, 100 events per transaction (context, not a ceiling).
+    IngestBatched,
+    /// The processing transaction's statements, one event per transaction.
+    Processing,
+}
+
+pub struct Ceiling {
+    pub kind: CeilingKind,
+    pub clients: usize,
+    /// Transactions (Processing, Ingest*) or events (IngestBatched) per second.
+    pub rate: f64,
+    pub cpu: sys::CpuUse,
+}
+
 /// Everything measured on one database.
 pub struct DbResults {
     pub kind: Kind,
     pub version: String,
-    /// Ingest ceiling, one event per transaction: (clients, tx/s), one round trip.
-    pub ingest_ceiling: Vec<(usize, f64)>,
-    /// PostgreSQL only: the same with BEGIN/INSERT/INSERT/COMMIT.
-    pub ingest_ceiling_tx: Vec<(usize, f64)>,
-    /// SQLite only: the bare loop batching 100 events per transaction.
-    pub sqlite_batched: Option<f64>,
+    pub ceilings: Vec<Ceiling>,
     pub ingest: Vec<IngestRun>,
     pub processing: Option<Processing>,
-    pub processing_ceiling: Option<(usize, f64)>,
     pub latency: Vec<Latency>,
     pub storm: Option<Storm>,
     pub diagnostics: Vec<diagnose::StoreRun>,
@@ -219,12 +242,9 @@ impl DbResults {
         DbResults {
             kind,
             version: String::new(),
-            ingest_ceiling: vec![],
-            ingest_ceiling_tx: vec![],
-            sqlite_batched: None,
+            ceilings: vec![],
             ingest: vec![],
             processing: None,
-            processing_ceiling: None,
             latency: vec![],
             storm: None,
             diagnostics: vec![],
@@ -234,11 +254,17 @@ impl DbResults {
 
     /// The best one-event-per-transaction rate the database reached in this run.
     pub fn ceiling_max(&self) -> Option<f64> {
-        self.ingest_ceiling
+        self.ceilings
             .iter()
-            .chain(&self.ingest_ceiling_tx)
-            .map(|(_, tps)| *tps)
+            .filter(|c| matches!(c.kind, CeilingKind::Ingest | CeilingKind::IngestRoundTrips))
+            .map(|c| c.rate)
             .reduce(f64::max)
+    }
+
+    pub fn processing_ceiling(&self) -> Option<&Ceiling> {
+        self.ceilings
+            .iter()
+            .find(|c| c.kind == CeilingKind::Processing)
     }
 
     pub fn peak_ingest(&self) -> f64 {
@@ -250,13 +276,15 @@ impl DbResults {
 }
 
 fn progress(message: impl AsRef<str>) {
-    eprintln!("[bench] {}", message.as_ref());
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let t = START.get_or_init(Instant::now).elapsed().as_secs_f64();
+    eprintln!("[bench {t:5.1}s] {}", message.as_ref());
 }
 
 pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
     let quick = args.quick;
     let duration = Duration::from_secs(args.duration_secs.unwrap_or(if quick { 1 } else { 5 }));
-    let events = args.events.unwrap_or(if quick { 3_000 } else { 20_000 });
+    let events = args.events.unwrap_or(if quick { 2_000 } else { 20_000 });
     anyhow::ensure!(
         duration.as_secs() >= 1,
         "--duration-secs must be at least 1"
@@ -290,6 +318,7 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
             Step::Processing,
             Step::Latency,
             Step::Storm,
+            Step::Failures,
         ]
     } else {
         args.steps.clone()
@@ -298,6 +327,7 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
         base,
         steps,
         latency_rate: args.latency_rate,
+        analyze_before_processing: args.analyze_before_processing,
         duration,
         events,
         quick,
@@ -372,16 +402,27 @@ async fn bench_database(
         match kind {
             Kind::Postgres => pg_ingest_ceiling(ctx, fixtures, &mut r).await?,
             Kind::Sqlite => {
-                let db = fixtures.fresh(kind, "ceiling").await?;
-                let rate =
-                    ceiling::sqlite_ingest(&db, ctx.body0.as_bytes(), 1, ctx.duration).await?;
-                progress(format!("  1 event per transaction: {rate:.0} tx/s"));
-                r.ingest_ceiling.push((1, rate));
-                let db = fixtures.fresh(kind, "ceiling-batched").await?;
-                r.sqlite_batched = Some(
-                    ceiling::sqlite_ingest(&db, ctx.body0.as_bytes(), 100, ctx.duration / 2)
-                        .await?,
-                );
+                for (per_tx, kind, duration) in [
+                    (1, CeilingKind::Ingest, ctx.duration),
+                    (100, CeilingKind::IngestBatched, ctx.duration / 2),
+                ] {
+                    let db = fixtures.fresh(Kind::Sqlite, "ceiling").await?;
+                    let cpu = sys::cpu_snapshot();
+                    let rate =
+                        ceiling::sqlite_ingest(&db, ctx.body0.as_bytes(), per_tx, duration).await?;
+                    let cpu = cpu.since();
+                    progress(format!(
+                        "  {per_tx} event(s) per transaction: {rate:.0} events/s \
+                         (cores: loop {:.2})",
+                        cpu.server
+                    ));
+                    r.ceilings.push(Ceiling {
+                        kind,
+                        clients: 1,
+                        rate,
+                        cpu,
+                    });
+                }
             }
         }
     }
@@ -460,10 +501,13 @@ async fn bench_database(
         progress(format!("{label}: processing ceiling"));
         let ceiling_rows = 8_000 * ctx.duration.as_secs() + 2_000;
         let db = fixtures.fresh(kind, "process-ceiling").await?;
+        if kind == Kind::Postgres {
+            migrate(&db).await?;
+            ceiling::prepare_pg_processing(&db.url, ceiling_rows, ctx.body0.as_bytes()).await?;
+        }
+        let cpu = sys::cpu_snapshot();
         let (clients, rate) = match kind {
             Kind::Postgres => {
-                migrate(&db).await?;
-                ceiling::prepare_pg_processing(&db.url, ceiling_rows, ctx.body0.as_bytes()).await?;
                 let run = ceiling::pgbench(
                     &ctx.pgbench,
                     fixtures.dir(),
@@ -487,8 +531,18 @@ async fn bench_database(
                 (1, rate)
             }
         };
-        progress(format!("  {clients} client(s): {rate:.0} tx/s"));
-        r.processing_ceiling = Some((clients, rate));
+        let cpu = cpu.since();
+        progress(format!(
+            "  {clients} client(s): {rate:.0} tx/s (cores: this process {:.2}, everything else \
+             {:.2})",
+            cpu.server, cpu.other
+        ));
+        r.ceilings.push(Ceiling {
+            kind: CeilingKind::Processing,
+            clients,
+            rate,
+            cpu,
+        });
         ctx.rss_peak.store(rss, Ordering::Relaxed);
     }
     if on(Step::Processing) {
@@ -547,6 +601,31 @@ async fn bench_database(
         r.storm = Some(storm(ctx, fixtures, kind).await?);
     }
     r.rss_peak_kb = ctx.rss_peak.load(Ordering::Relaxed);
+
+    // 5. Failure handling: the relay and bulk redrive.
+    if on(Step::Failures) {
+        let rows = if ctx.quick { 1_000 } else { 5_000 };
+        progress(format!(
+            "{label}: relay, {rows} outbox rows to a loopback HTTP sink"
+        ));
+        let db = fixtures.fresh(kind, "relay").await?;
+        let relay = failures::relay_throughput(&db.url, rows, 2).await?;
+        progress(format!(
+            "  relay: {:.0} deliveries/s ({} delivered in {:.2} s, sink received {})",
+            relay.per_sec(),
+            relay.deliveries,
+            relay.secs,
+            relay.received
+        ));
+        let db = fixtures.fresh(kind, "redrive").await?;
+        let redrive = failures::redrive_many(&db.url, 10_000).await?;
+        progress(format!(
+            "  redrive: {} dead letters in {:.2} s ({:.0}/s)",
+            redrive.items,
+            redrive.secs,
+            redrive.items as f64 / redrive.secs.max(1e-9)
+        ));
+    }
 
     if on(Step::Diagnose) {
         use diagnose::Sizes::*;
@@ -681,6 +760,7 @@ async fn pg_ingest_ceiling(
         let db = fixtures.fresh(Kind::Postgres, "ceiling").await?;
         migrate(&db).await?;
         for clients in SENDERS {
+            let cpu = sys::cpu_snapshot();
             let run = ceiling::pgbench(
                 &ctx.pgbench,
                 fixtures.dir(),
@@ -691,17 +771,25 @@ async fn pg_ingest_ceiling(
                 &vars,
             )
             .await?;
+            let cpu = cpu.since();
             progress(format!(
-                "  {} {clients:>2} clients: {:.0} tx/s, latency {:.2} ms",
+                "  {} {clients:>2} clients: {:.0} tx/s, latency {:.2} ms \
+                 (cores: PostgreSQL + pgbench {:.2})",
                 script.0,
                 run.tps,
-                run.latency_ms.unwrap_or(f64::NAN)
+                run.latency_ms.unwrap_or(f64::NAN),
+                cpu.other
             ));
-            if script.0 == "pg_ingest.sql" {
-                r.ingest_ceiling.push((clients, run.tps));
-            } else {
-                r.ingest_ceiling_tx.push((clients, run.tps));
-            }
+            r.ceilings.push(Ceiling {
+                kind: if script.0 == "pg_ingest.sql" {
+                    CeilingKind::Ingest
+                } else {
+                    CeilingKind::IngestRoundTrips
+                },
+                clients,
+                rate: run.tps,
+                cpu,
+            });
         }
     }
     Ok(())
@@ -736,6 +824,14 @@ async fn processing(
         ctx.events,
         fill.first_failure.as_deref().unwrap_or("")
     );
+    if ctx.analyze_before_processing {
+        // Diagnostic: give the query planner statistics before the workers start.
+        let handle = Db::connect(&db.url).await?;
+        sqlx::query("ANALYZE inbox_events")
+            .execute(handle.writer())
+            .await?;
+        handle.close().await;
+    }
 
     let cpu = sys::cpu_snapshot();
     let t0 = Instant::now();
@@ -778,8 +874,9 @@ async fn latency(
     let db = fixtures.fresh(kind, "latency").await?;
     let factory = EventFactory::new();
     let server = start(ctx, fixtures, &db, true, true).await?;
-    // A second at the same rate first, not counted: the pools open their connections and
-    // prepare their statements there, which is start-up, not steady state.
+    // A second of light traffic first, not counted: the pools open their connections and
+    // prepare their statements there, which is start-up, not steady state. (Light, so an
+    // overloading rate does not leave a backlog behind it.)
     let warm_up = load::drive(
         plan(
             ctx,
@@ -789,7 +886,7 @@ async fn latency(
             0,
             0.0,
             Pace::Rate {
-                per_sec: rate,
+                per_sec: rate.min(200.0),
                 duration: Duration::from_secs(1),
             },
         ),
@@ -826,17 +923,6 @@ async fn latency(
     .bind(warm_up_rows)
     .fetch_all(server.db.reader())
     .await?;
-    if std::env::var("BENCH_DEBUG").is_ok() {
-        let slow: Vec<(i64, i64, i64)> = sqlx::query_as(
-            "SELECT id, received_at, processed_at - received_at FROM inbox_events \
-             WHERE processed_at - received_at > 20 ORDER BY id",
-        )
-        .fetch_all(server.db.reader())
-        .await?;
-        for (id, at, ms) in slow {
-            eprintln!("slow: id {id} at {} +{ms} ms", at % 100_000);
-        }
-    }
     server.shutdown().await?;
     let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("valid histogram");
     for ms in &rows {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::fixture::Kind;
 use super::sys::CpuUse;
-use super::DbResults;
+use super::{Ceiling, CeilingKind, DbResults};
 use crate::config::Settings;
 
 pub struct RunInfo<'a> {
@@ -163,9 +163,9 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
     );
     row(&mut o, "processing ≥ 50 % of its ceiling", &|r| match (
         &r.processing,
-        r.processing_ceiling,
+        r.processing_ceiling().map(|c| c.rate),
     ) {
-        (Some(p), Some((_, c))) => {
+        (Some(p), Some(c)) => {
             let ratio = p.per_sec() / c;
             format!(
                 "{} / {} = {} — {}",
@@ -184,8 +184,16 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
             r.latency
                 .iter()
                 .map(|l| {
+                    let capacity = r.processing.as_ref().map(|p| p.per_sec());
+                    let overload = match capacity {
+                        Some(c) if l.offered > c => format!(
+                            ", more than the {}/s the processor sustains, so the backlog grows",
+                            thousands(c)
+                        ),
+                        _ => String::new(),
+                    };
                     format!(
-                        "{} at {}/s ({}): {}",
+                        "{} at {}/s ({}{overload}): {}",
                         ms(l.p99_ms as f64),
                         thousands(l.offered),
                         l.label,
@@ -229,45 +237,37 @@ fn render_db(o: &mut String, r: &DbResults) {
     );
     let _ = writeln!(o, "|---|---:|---:|---:|---|---|");
     let ceiling = r.ceiling_max();
-    match r.kind {
-        Kind::Postgres => {
-            for (clients, tps) in &r.ingest_ceiling {
-                let _ = writeln!(
-                    o,
-                    "| ceiling: pgbench pg_ingest.sql (1 round trip), {clients} clients | {} tx/s | | | | one event per transaction |",
-                    thousands(*tps)
-                );
-            }
-            for (clients, tps) in &r.ingest_ceiling_tx {
-                let _ = writeln!(
-                    o,
-                    "| ceiling: pgbench pg_ingest_tx.sql (BEGIN/2×INSERT/COMMIT), {clients} clients | {} tx/s | | | | one event per transaction |",
-                    thousands(*tps)
-                );
-            }
-        }
-        Kind::Sqlite => {
-            for (_, tps) in &r.ingest_ceiling {
-                let _ = writeln!(
-                    o,
-                    "| ceiling: bare sqlx loop, 1 event per transaction | {} tx/s | | | | WAL, synchronous=FULL |",
-                    thousands(*tps)
-                );
-            }
-            if let Some(b) = r.sqlite_batched {
-                let _ = writeln!(
-                    o,
-                    "| context: bare sqlx loop, 100 events per transaction | {} events/s | | | | what batching can reach |",
-                    thousands(b)
-                );
-            }
-        }
+    for c in r
+        .ceilings
+        .iter()
+        .filter(|c| c.kind != CeilingKind::Processing)
+    {
+        ceiling_row(o, r.kind, c);
     }
     for i in &r.ingest {
         let rate = i.load.per_sec();
         let mut notes = ceiling
-            .map(|c| format!("{} of ceiling", pct(rate / c)))
+            .map(|c| format!("{} of the best ceiling", pct(rate / c)))
             .unwrap_or_default();
+        let same = r
+            .ceilings
+            .iter()
+            .find(|c| c.kind == CeilingKind::Ingest && c.clients == i.senders);
+        if let (Kind::Postgres, Some(c)) = (r.kind, same) {
+            let _ = write!(
+                notes,
+                "; {} of pgbench at {} clients",
+                pct(rate / c.rate),
+                c.clients
+            );
+        }
+        if let Some(c) = i.commits {
+            let _ = write!(
+                notes,
+                "; {:.1} events per commit (max {}), {:.0} B of WAL per event",
+                c.events_per_tx, c.max_events_per_tx, c.wal_per_event
+            );
+        }
         if i.load.failed > 0 {
             let _ = write!(
                 notes,
@@ -287,21 +287,13 @@ fn render_db(o: &mut String, r: &DbResults) {
             notes
         );
     }
-    if let Some((clients, tps)) = r.processing_ceiling {
-        let how = match r.kind {
-            Kind::Postgres => format!("pgbench pg_process.sql, {clients} clients"),
-            Kind::Sqlite => "bare sqlx loop, 1 connection".into(),
-        };
-        let _ = writeln!(
-            o,
-            "| ceiling: processing transaction, {how} | {} tx/s | | | | same statements, no claim |",
-            thousands(tps)
-        );
+    if let Some(c) = r.processing_ceiling() {
+        ceiling_row(o, r.kind, c);
     }
     if let Some(p) = &r.processing {
         let ratio = r
-            .processing_ceiling
-            .map(|(_, c)| format!("{} of ceiling; ", pct(p.per_sec() / c)))
+            .processing_ceiling()
+            .map(|c| format!("{} of ceiling; ", pct(p.per_sec() / c.rate)))
             .unwrap_or_default();
         let _ = writeln!(
             o,
@@ -367,6 +359,53 @@ fn render_db(o: &mut String, r: &DbResults) {
         o,
         "| peak RSS while the server ran | {} | | | | VmRSS sampled every 50 ms; includes the load generator |",
         mib(r.rss_peak_kb)
+    );
+}
+
+fn ceiling_row(o: &mut String, db: Kind, c: &Ceiling) {
+    let n = c.clients;
+    let (what, unit, note) = match (db, c.kind) {
+        (Kind::Postgres, CeilingKind::Ingest) => (
+            format!("ceiling: pgbench pg_ingest.sql (1 round trip), {n} clients"),
+            "tx/s",
+            "one event per transaction",
+        ),
+        (Kind::Postgres, CeilingKind::IngestRoundTrips) => (
+            format!("ceiling: pgbench pg_ingest_tx.sql (BEGIN/INSERT/INSERT/COMMIT), {n} clients"),
+            "tx/s",
+            "one event per transaction",
+        ),
+        (Kind::Sqlite, CeilingKind::Ingest | CeilingKind::IngestRoundTrips) => (
+            "ceiling: bare sqlx loop, 1 event per transaction".to_string(),
+            "tx/s",
+            "WAL, synchronous=FULL, same schema",
+        ),
+        (_, CeilingKind::IngestBatched) => (
+            "context: bare sqlx loop, 100 events per transaction".to_string(),
+            "events/s",
+            "what batching can reach",
+        ),
+        (Kind::Postgres, CeilingKind::Processing) => (
+            format!("ceiling: processing transaction, pgbench pg_process.sql, {n} clients"),
+            "tx/s",
+            "same statements, no claim",
+        ),
+        (Kind::Sqlite, CeilingKind::Processing) => (
+            "ceiling: processing transaction, bare sqlx loop, 1 connection".to_string(),
+            "tx/s",
+            "same statements, no claim",
+        ),
+    };
+    // The SQLite loops run in this process (the "server" column is the loop); pgbench's
+    // backends end before the run does, so PostgreSQL's share is only known with pgbench's.
+    let usage = match db {
+        Kind::Sqlite => cpu(&c.cpu),
+        Kind::Postgres => format!("PostgreSQL + pgbench {:.2} of {}", c.cpu.other, c.cpu.cores),
+    };
+    let _ = writeln!(
+        o,
+        "| {what} | {} {unit} | | | {usage} | {note} |",
+        thousands(c.rate)
     );
 }
 
