@@ -26,9 +26,16 @@ pub async fn claim(
 }
 
 fn claim_sql(db: &Db, table: &str, claimed_status: &str, returning: &str) -> String {
+    // Without statistics SQLite picks the status index, reads every pending row and sorts
+    // them on each claim (53 ms vs 1 ms at a 20k backlog, measured by `oncehook bench`); the
+    // partial `_due` index serves the query directly.
+    let index_hint = match db.backend {
+        super::Backend::Sqlite => format!("INDEXED BY {table}_due"),
+        super::Backend::Postgres => String::new(),
+    };
     format!(
         "UPDATE {table} SET status = '{claimed_status}', attempts = attempts + 1, next_attempt_at = $1 \
-         WHERE id IN (SELECT id FROM {table} \
+         WHERE id IN (SELECT id FROM {table} {index_hint} \
              WHERE status IN ('pending', '{claimed_status}') AND next_attempt_at <= $2 \
              ORDER BY next_attempt_at, id LIMIT $3 {}) \
          RETURNING {returning}",
