@@ -75,6 +75,11 @@ pub struct ProcessorSettings {
     pub enabled: bool,
     pub workers: usize,
     pub claim_batch: i64,
+    /// Events committed together, each in its own savepoint (group commit: one fsync for
+    /// many events). Unset: the whole claim on SQLite, where the single writer makes the
+    /// batch free of lock contention; 1 on PostgreSQL, where concurrent workers would hold
+    /// each other's order rows for a whole batch.
+    pub events_per_transaction: Option<usize>,
     /// Fallback poll when no wake-up arrives.
     pub poll_interval_ms: u64,
     /// A claimed event not finished within this is claimed again (crashed worker).
@@ -235,6 +240,7 @@ impl Default for Settings {
                 enabled: true,
                 workers: 4,
                 claim_batch: 32,
+                events_per_transaction: None,
                 poll_interval_ms: 1_000,
                 lease_secs: 30,
                 retry: RetryPolicy {
@@ -331,6 +337,10 @@ impl Settings {
 
     /// Cross-field rules the types cannot express.
     pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.processor.claim_batch >= 1 && self.processor.events_per_transaction != Some(0),
+            "processor.claim_batch and processor.events_per_transaction must be at least 1"
+        );
         let r = &self.retention;
         anyhow::ensure!(
             r.dead_letter_days > r.inbox_days && r.dead_letter_days > r.outbox_days,

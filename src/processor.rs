@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::{Acquire, AnyConnection};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -18,7 +19,7 @@ use crate::failure::{classify_db_error, ErrorClass, Failure};
 use crate::retry::Next;
 use crate::store::effects::{self, EffectOutcome, EffectRequest};
 use crate::store::inbox::{self, Claimed, Filed};
-use crate::store::{now_ms, Db};
+use crate::store::{now_ms, Backend, Db};
 
 pub struct Processor {
     db: Db,
@@ -29,6 +30,14 @@ pub struct Processor {
     alerter: Alerter,
     wake: Arc<Notify>,
     outbox_wake: Arc<Notify>,
+}
+
+/// What must wait for the commit of a processing transaction.
+#[derive(Default)]
+struct AfterCommit {
+    /// Outbox rows were written: wake the relay.
+    applied: bool,
+    dead_letters: Vec<DeadLetterAlert>,
 }
 
 /// What happened to one claimed event; tests and logs read it.
@@ -77,24 +86,86 @@ impl Processor {
             self.settings.claim_batch,
         )
         .await?;
-        let count = claims.len();
-        for claim in claims {
-            if shutdown.is_cancelled() {
-                // Hand the rest back at once rather than leaving them to lease expiry.
-                inbox::retry_later(&self.db, &claim, now_ms(), "released at shutdown", None)
-                    .await?;
-                continue;
+        for group in claims.chunks(self.events_per_transaction()) {
+            if let Err(error) = self.handle_group(group, shutdown).await {
+                // Nothing of the group was committed: its leases run out and the rows are
+                // claimed again, like after a crash.
+                warn!(
+                    error = format!("{error:#}"),
+                    events = group.len(),
+                    "processing transaction failed; its events will be claimed again"
+                );
             }
-            let span = tracing::info_span!(
-                "event",
-                correlation_id = %claim.correlation_id,
-                provider = %claim.provider,
-                event_id = %claim.event_id,
-                attempt = claim.attempt,
-            );
-            self.handle(&claim).instrument(span).await;
         }
-        Ok(count)
+        Ok(claims.len())
+    }
+
+    fn events_per_transaction(&self) -> usize {
+        let n = match (self.settings.events_per_transaction, self.db.backend) {
+            (Some(n), _) => n,
+            (None, Backend::Sqlite) => usize::try_from(self.settings.claim_batch).unwrap_or(1),
+            (None, Backend::Postgres) => 1,
+        };
+        n.max(1)
+    }
+
+    /// A group of more than one event shares one transaction (one commit, one fsync), each
+    /// event in its own savepoint; what must only follow a commit (alerts, waking the
+    /// relay) waits for it.
+    async fn handle_group(
+        &self,
+        group: &[Claimed],
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<()> {
+        let mut conn = self.db.writer().acquire().await?;
+        let mut after = AfterCommit::default();
+        if let [claim] = group {
+            self.handle_one(&mut conn, claim, shutdown, &mut after)
+                .await;
+        } else {
+            let mut tx = conn.begin().await?;
+            for claim in group {
+                self.handle_one(&mut tx, claim, shutdown, &mut after).await;
+            }
+            tx.commit().await?;
+        }
+        if after.applied {
+            self.outbox_wake.notify_waiters();
+        }
+        for alert in after.dead_letters {
+            self.alerter.dead_lettered(alert);
+        }
+        Ok(())
+    }
+
+    async fn handle_one(
+        &self,
+        conn: &mut AnyConnection,
+        claim: &Claimed,
+        shutdown: &CancellationToken,
+        after: &mut AfterCommit,
+    ) {
+        if shutdown.is_cancelled() {
+            // Hand it back at once rather than leaving it to lease expiry.
+            if let Err(error) =
+                inbox::retry_later(conn, claim, now_ms(), "released at shutdown", None).await
+            {
+                warn!(
+                    error = format!("{error:#}"),
+                    "could not release a claim at shutdown"
+                );
+            }
+            return;
+        }
+        let span = tracing::info_span!(
+            "event",
+            correlation_id = %claim.correlation_id,
+            provider = %claim.provider,
+            event_id = %claim.event_id,
+            attempt = claim.attempt,
+        );
+        let handled = self.handle(conn, claim, after).instrument(span).await;
+        after.applied |= handled == Handled::Filed(Filed::Applied);
     }
 
     /// Processes until nothing is due (rows waiting for a retry later are not due).
@@ -109,8 +180,13 @@ impl Processor {
         }
     }
 
-    async fn handle(&self, claim: &Claimed) -> Handled {
-        let (failure, order_id) = match self.try_handle(claim).await {
+    async fn handle(
+        &self,
+        conn: &mut AnyConnection,
+        claim: &Claimed,
+        after: &mut AfterCommit,
+    ) -> Handled {
+        let (failure, order_id) = match self.try_handle(conn, claim).await {
             Ok(Ok(handled)) => return handled,
             Ok(Err((failure, order_id))) => (failure, order_id),
             Err(error) => (
@@ -121,7 +197,10 @@ impl Processor {
                 None,
             ),
         };
-        match self.fail(claim, &failure, order_id.as_deref()).await {
+        match self
+            .fail(conn, claim, &failure, order_id.as_deref(), after)
+            .await
+        {
             Ok(handled) => handled,
             Err(error) => {
                 // Even this failed: the lease runs out and the row is claimed again.
@@ -137,9 +216,11 @@ impl Processor {
     /// Retry within the policy, or dead-letter (at once for permanent and business).
     async fn fail(
         &self,
+        conn: &mut AnyConnection,
         claim: &Claimed,
         failure: &Failure,
         order_id: Option<&str>,
+        after: &mut AfterCommit,
     ) -> anyhow::Result<Handled> {
         if failure.class.retries() {
             if let Next::RetryInMs(delay) = self
@@ -149,7 +230,7 @@ impl Processor {
             {
                 warn!(class = failure.class.as_str(), error = %failure.message, delay_ms = delay, "will retry");
                 inbox::retry_later(
-                    &self.db,
+                    conn,
                     claim,
                     now_ms() + delay,
                     &failure.message,
@@ -172,9 +253,9 @@ impl Processor {
             failure.clone()
         };
         let resolve_by = now_ms() + self.resolve_within_ms;
-        match inbox::dead_letter(&self.db, claim, &failure, order_id, resolve_by).await? {
+        match inbox::dead_letter(conn, claim, &failure, order_id, resolve_by).await? {
             Some(id) => {
-                self.alerter.dead_lettered(DeadLetterAlert {
+                after.dead_letters.push(DeadLetterAlert {
                     dead_letter_id: id,
                     stage: "processor".into(),
                     class: failure.class.as_str().into(),
@@ -191,6 +272,7 @@ impl Processor {
     /// `Ok(Ok(_))`: handled; `Ok(Err(_))`: a classified failure; `Err(_)`: the database.
     async fn try_handle(
         &self,
+        conn: &mut AnyConnection,
         claim: &Claimed,
     ) -> anyhow::Result<Result<Handled, (Failure, Option<String>)>> {
         let now = now_ms();
@@ -203,7 +285,7 @@ impl Processor {
             Err(e) if e.is_ignorable() => {
                 info!(reason = %e, "ignored");
                 let ok = inbox::file(
-                    self.db.writer(),
+                    &mut *conn,
                     claim,
                     Filed::Ignored,
                     Some(&e.to_string()),
@@ -223,7 +305,7 @@ impl Processor {
         let order_id = match &event.order_id {
             Some(order_id) => order_id.clone(),
             None => {
-                match effects::resolve_order(&self.db, &claim.provider, &event.lookup_refs).await? {
+                match effects::resolve_order(conn, &claim.provider, &event.lookup_refs).await? {
                     Some(order_id) => order_id,
                     None => {
                         let reason = format!(
@@ -238,7 +320,7 @@ impl Processor {
         let topic = format!("order.{}", event.transition.target().as_str());
         let sinks = self.outbox.sinks_for(&topic);
         let outcome = effects::apply(
-            &self.db,
+            conn,
             EffectRequest {
                 claim,
                 event: &event,
@@ -262,7 +344,6 @@ impl Processor {
                     status = status.as_str(),
                     "applied"
                 );
-                self.outbox_wake.notify_waiters();
                 Handled::Filed(Filed::Applied)
             }
             EffectOutcome::Duplicate { reason, .. } => {

@@ -127,9 +127,10 @@ async fn predict_event(db: &Db, providers: &Providers, inbox_id: i64) -> anyhow:
         Err(e) if e.is_ignorable() => return Ok(format!("ignore: {e}")),
         Err(e) => return Ok(format!("fail again (permanent): {e}")),
     };
+    let mut conn = db.reader().acquire().await?;
     let order_id = match &event.order_id {
         Some(o) => o.clone(),
-        None => match resolve_order(db, &provider_name, &event.lookup_refs).await? {
+        None => match resolve_order(&mut conn, &provider_name, &event.lookup_refs).await? {
             Some(o) => o,
             None => {
                 return Ok(format!(
@@ -143,7 +144,7 @@ async fn predict_event(db: &Db, providers: &Providers, inbox_id: i64) -> anyhow:
     let winner: Option<String> =
         sqlx::query("SELECT event_id FROM processed_effects WHERE effect_key = $1")
             .bind(key.as_str())
-            .fetch_optional(db.reader())
+            .fetch_optional(&mut *conn)
             .await?
             .map(|r| r.try_get(0))
             .transpose()?;
@@ -152,7 +153,6 @@ async fn predict_event(db: &Db, providers: &Providers, inbox_id: i64) -> anyhow:
             "duplicate: effect already recorded by event {winner}"
         ));
     }
-    let mut conn = db.reader().acquire().await?;
     if let Some(reason) = mismatch(&mut conn, &event, &order_id).await? {
         return Ok(format!("fail again (business): {reason}"));
     }

@@ -1,6 +1,7 @@
 //! The guard in SQL, property-tested: any permutation and duplication of a consistent set
 //! of events leaves the order in the same state as delivering them in order, whether the
-//! events arrive one by one or all at once to several concurrent workers.
+//! events arrive one by one, all at once to several concurrent workers, or all at once to
+//! a worker that commits eight events per transaction.
 
 mod common;
 
@@ -102,6 +103,8 @@ fn stamp_key(e: &Ev) -> (i64, i64, i64) {
 struct Harness {
     db: Db,
     processor: Arc<Processor>,
+    /// Eight events per transaction, one savepoint each (group commit).
+    grouped: Processor,
 }
 
 impl Harness {
@@ -113,7 +116,14 @@ impl Harness {
         };
         settings.processor.claim_batch = 1;
         let processor = Arc::new(common::processor(&db, &settings));
-        Harness { db, processor }
+        settings.processor.claim_batch = 8;
+        settings.processor.events_per_transaction = Some(8);
+        let grouped = common::processor(&db, &settings);
+        Harness {
+            db,
+            processor,
+            grouped,
+        }
     }
 
     fn receipt(event_id: String, order: &str, e: &Ev) -> Receipt {
@@ -152,6 +162,15 @@ impl Harness {
         for w in workers {
             w.await.unwrap();
         }
+    }
+
+    async fn deliver_all_at_once_grouped(&self, order: &str, events: &[(String, Ev)]) {
+        let receipts: Vec<Receipt> = events
+            .iter()
+            .map(|(id, e)| Self::receipt(id.clone(), order, e))
+            .collect();
+        store_receipts(&self.db, &receipts).await.unwrap();
+        self.grouped.run_until_idle().await.unwrap();
     }
 
     async fn state(&self, order: &str) -> (String, Option<i64>, Option<i64>, Option<i64>, i64) {
@@ -204,18 +223,20 @@ fn permutations(kind: Kind) {
         }
         let with_prefix = |p: &str| arrival.iter().map(|(id, e)| (format!("{p}-{id}"), e.clone())).collect::<Vec<_>>();
 
-        let (expected, sequential, concurrent) = rt.block_on(async {
-            let (a, b, c) = (format!("ordered-{n}"), format!("shuffled-{n}"), format!("concurrent-{n}"));
+        let (expected, sequential, concurrent, grouped) = rt.block_on(async {
+            let (a, b, c, d) = (format!("ordered-{n}"), format!("shuffled-{n}"), format!("concurrent-{n}"), format!("grouped-{n}"));
             harness.deliver_one_by_one(&a, &reference).await;
             harness.deliver_one_by_one(&b, &with_prefix("s")).await;
             harness.deliver_all_at_once(&c, &with_prefix("c")).await;
-            (harness.state(&a).await, harness.state(&b).await, harness.state(&c).await)
+            harness.deliver_all_at_once_grouped(&d, &with_prefix("g")).await;
+            (harness.state(&a).await, harness.state(&b).await, harness.state(&c).await, harness.state(&d).await)
         });
         let newest = in_order.last().unwrap();
         prop_assert_eq!(&expected.0, newest.transition.target().as_str());
         prop_assert_eq!(expected.4, history.len() as i64, "one effect per business change");
         prop_assert_eq!(&sequential, &expected);
         prop_assert_eq!(&concurrent, &expected);
+        prop_assert_eq!(&grouped, &expected);
     });
     drop(harness);
     drop(test_db);

@@ -8,10 +8,9 @@
 //! it back and the event is claimed again later.
 
 use serde_json::json;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
 
 use super::inbox::{self, Claimed, Filed};
-use super::Db;
 use crate::domain::{judge, EffectKey, OrderHead, OrderStatus, Stamp, Transition, Verdict};
 use crate::mapping::MappedEvent;
 
@@ -54,7 +53,7 @@ pub struct EffectRequest<'a> {
 
 /// The order an event names only through a payment reference, if an earlier event told us.
 pub async fn resolve_order(
-    db: &Db,
+    conn: &mut AnyConnection,
     provider: &str,
     refs: &[String],
 ) -> anyhow::Result<Option<String>> {
@@ -63,7 +62,7 @@ pub async fn resolve_order(
             sqlx::query("SELECT order_id FROM payment_refs WHERE provider = $1 AND reference = $2")
                 .bind(provider)
                 .bind(reference)
-                .fetch_optional(db.writer())
+                .fetch_optional(&mut *conn)
                 .await?;
         if let Some(row) = row {
             return Ok(Some(row.try_get(0)?));
@@ -118,7 +117,12 @@ pub(crate) async fn order_head(
     }))
 }
 
-pub async fn apply(db: &Db, req: EffectRequest<'_>) -> anyhow::Result<EffectOutcome> {
+/// Runs in its own transaction on `conn`, or in a savepoint when `conn` is already in one
+/// (the processor's group commit): an outcome that writes nothing rolls back only itself.
+pub async fn apply(
+    conn: &mut AnyConnection,
+    req: EffectRequest<'_>,
+) -> anyhow::Result<EffectOutcome> {
     let EffectRequest {
         claim,
         event,
@@ -128,7 +132,7 @@ pub async fn apply(db: &Db, req: EffectRequest<'_>) -> anyhow::Result<EffectOutc
     } = req;
     let transition = event.transition;
     let key = EffectKey::new(transition, order_id, &event.external_ref);
-    let mut tx = db.writer().begin().await?;
+    let mut tx = conn.begin().await?;
 
     let won = sqlx::query(
         "INSERT INTO processed_effects (effect_key, transition, order_id, external_ref, provider, \

@@ -3,7 +3,7 @@
 //! the work of the worker that claimed the row after it.
 
 use sqlx::any::AnyRow;
-use sqlx::{Any, Executor, Row};
+use sqlx::{Any, AnyConnection, Connection, Executor, Row};
 
 use super::Db;
 
@@ -129,7 +129,7 @@ where
 /// Puts a claimed row back in the queue, due at `next_attempt_at`, with the reason shown
 /// and, when it was a failure, added to the row's error history.
 pub async fn retry_later(
-    db: &Db,
+    conn: &mut AnyConnection,
     claim: &Claimed,
     next_attempt_at: i64,
     reason: &str,
@@ -153,7 +153,7 @@ pub async fn retry_later(
     .bind(claim.id)
     .bind(claim.attempt)
     .bind(history)
-    .execute(db.writer())
+    .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
 }
@@ -162,14 +162,14 @@ pub async fn retry_later(
 /// dead letter written in one transaction. Returns the dead letter's id, or `None` when
 /// the claim was fenced off.
 pub async fn dead_letter(
-    db: &Db,
+    conn: &mut AnyConnection,
     claim: &Claimed,
     failure: &crate::failure::Failure,
     order_id: Option<&str>,
     resolve_by: i64,
 ) -> anyhow::Result<Option<i64>> {
     let now = super::now_ms();
-    let mut tx = db.writer().begin().await?;
+    let mut tx = conn.begin().await?;
     if !file(
         &mut *tx,
         claim,
