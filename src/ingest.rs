@@ -94,7 +94,8 @@ async fn write_loop(
         let (receipts, replies): (Vec<Receipt>, Vec<Reply>) = batch.into_iter().unzip();
         match store_receipts(&db, &receipts).await {
             Ok(stored) => {
-                wake.notify_waiters();
+                // One worker; it recruits more when it finds a full batch.
+                wake.notify_one();
                 for (reply, stored) in replies.into_iter().zip(stored) {
                     let _ = reply.send(Ok(stored));
                 }

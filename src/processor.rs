@@ -86,6 +86,10 @@ impl Processor {
             self.settings.claim_batch,
         )
         .await?;
+        if claims.len() as i64 >= self.settings.claim_batch {
+            // More may be waiting: wake a peer (wake-ups go to one worker, not all).
+            self.wake.notify_one();
+        }
         for group in claims.chunks(self.events_per_transaction()) {
             if let Err(error) = self.handle_group(group, shutdown).await {
                 // Nothing of the group was committed: its leases run out and the rows are
@@ -130,7 +134,7 @@ impl Processor {
             tx.commit().await?;
         }
         if after.applied {
-            self.outbox_wake.notify_waiters();
+            self.outbox_wake.notify_one();
         }
         for alert in after.dead_letters {
             self.alerter.dead_lettered(alert);
@@ -408,7 +412,7 @@ pub fn spawn_pg_listener(
             loop {
                 tokio::select! {
                     n = listener.recv() => match n {
-                        Ok(_) => wake.notify_waiters(),
+                        Ok(_) => wake.notify_one(),
                         Err(error) => { warn!(%error, "LISTEN connection lost"); break; }
                     },
                     _ = shutdown.cancelled() => return,

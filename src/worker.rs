@@ -82,7 +82,7 @@ mod tests {
             1,
             "idle: waits for a wake-up, not a poll"
         );
-        wake.notify_waiters();
+        wake.notify_one();
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(rounds.load(Ordering::SeqCst), 2);
         shutdown.cancel();

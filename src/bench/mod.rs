@@ -12,6 +12,7 @@ mod fixture;
 mod load;
 mod report;
 mod sys;
+mod watch;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -899,6 +900,8 @@ async fn latency(
     wait_drained(&server.db, Duration::from_secs(30)).await?;
     let warm_up_rows = count(&server.db, "SELECT COALESCE(MAX(id), 0) FROM inbox_events").await?;
     let duration = ctx.duration.max(Duration::from_secs(2));
+    let stop_watching = tokio_util::sync::CancellationToken::new();
+    let watcher = watch::spawn(server.db.clone(), warm_up_rows, stop_watching.clone());
     let cpu = sys::cpu_snapshot();
     let load = load::drive(
         plan(
@@ -919,13 +922,8 @@ async fn latency(
     let cpu = cpu.since_with_client(load.client_cpu_secs);
     let backlog_at_end = count(&server.db, PENDING).await?;
     let drained = wait_drained(&server.db, Duration::from_secs(30)).await?;
-    let rows: Vec<i64> = sqlx::query_scalar(
-        "SELECT processed_at - received_at FROM inbox_events \
-         WHERE processed_at IS NOT NULL AND id > $1",
-    )
-    .bind(warm_up_rows)
-    .fetch_all(server.db.reader())
-    .await?;
+    stop_watching.cancel();
+    let rows = watcher.await.context("the effect watcher panicked")??;
     server.shutdown().await?;
     let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("valid histogram");
     for ms in &rows {

@@ -315,7 +315,7 @@ fn render_db(o: &mut String, r: &DbResults) {
     for l in &r.latency {
         let _ = writeln!(
             o,
-            "| receipt-to-effect at {} ({}/s offered), processor on | max {} ms | {} | {} | {} | {} processed, {:.0}/s acknowledged (ack p99 {}), {} waiting when senders stopped{} |",
+            "| receipt-to-effect at {} ({}/s offered), processor on | max {} ms | {} | {} | {} | {} processed, {:.0}/s acknowledged (ack p99 {}), {} waiting when senders stopped{}; receipt to visible to a reader, polled every {} ms |",
             l.label,
             thousands(l.offered),
             l.max_ms,
@@ -326,7 +326,8 @@ fn render_db(o: &mut String, r: &DbResults) {
             l.load.per_sec(),
             ms(l.load.p_ms(0.99)),
             l.backlog_at_end,
-            if l.drained { "" } else { "; NOT DRAINED" }
+            if l.drained { "" } else { "; NOT DRAINED" },
+            super::watch::POLL.as_millis()
         );
     }
     if let Some(s) = &r.storm {

@@ -73,6 +73,10 @@ impl Relay {
             self.settings.claim_batch,
         )
         .await?;
+        if items.len() as i64 >= self.settings.claim_batch {
+            // More may be waiting: wake a peer (wake-ups go to one worker, not all).
+            self.wake.notify_one();
+        }
         let results = join_all(items.iter().map(|item| {
             let span = tracing::info_span!("outbox", id = item.id, sink = %item.sink, correlation_id = %item.correlation_id, attempt = item.attempt);
             self.deliver(item).instrument(span)
