@@ -453,7 +453,17 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail error type
     fn a_provider_in_the_issue_form_loads() {
+        // In a Jail: another test sets ONCEHOOK_* variables, and the jail's lock keeps
+        // them out of this one.
+        figment::Jail::expect_with(|_| {
+            a_provider_in_the_issue_form_loads_here();
+            Ok(())
+        });
+    }
+
+    fn a_provider_in_the_issue_form_loads_here() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("oncehook.toml");
         std::fs::write(
@@ -543,7 +553,15 @@ occurred_at = ["/timestamp"]
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail error type
     fn unknown_keys_and_missing_files_are_clear_errors() {
+        figment::Jail::expect_with(|_| {
+            unknown_keys_and_missing_files_are_clear_errors_here();
+            Ok(())
+        });
+    }
+
+    fn unknown_keys_and_missing_files_are_clear_errors_here() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("bad.toml");
         std::fs::write(&file, "databse_url = \"typo\"\n").unwrap();

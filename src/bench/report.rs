@@ -95,12 +95,16 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
         o,
         "- server settings: receiver.max_batch {}, receiver.writers {} (SQLite: 1), \
          receiver.commit_timeout_ms {}, processor.workers {}, processor.claim_batch {}, \
-         outbox sinks {:?}",
+         processor.events_per_transaction {}, outbox sinks {:?}",
         s.receiver.max_batch,
         s.receiver.writers,
         s.receiver.commit_timeout_ms,
         s.processor.workers,
         s.processor.claim_batch,
+        s.processor
+            .events_per_transaction
+            .map_or("auto (SQLite: the claim, PostgreSQL: 1)".into(), |n| n
+                .to_string()),
         s.outbox.sinks
     );
     let _ = writeln!(
