@@ -65,7 +65,10 @@ pub struct ReceiverSettings {
     pub commit_timeout_ms: u64,
     /// Most events written in one transaction by an ingest writer.
     pub max_batch: usize,
-    /// Concurrent ingest writers; SQLite has one writer whatever this says.
+    /// Concurrent ingest writers; SQLite has one writer whatever this says. One is the
+    /// default on PostgreSQL too: it commits whatever requests queued up during the last
+    /// commit, so batches grow with the load and PostgreSQL spends less CPU per event,
+    /// which the processor beside it needs (BENCHMARKS.md: `receiver.writers`).
     pub writers: usize,
 }
 
@@ -234,7 +237,7 @@ impl Default for Settings {
                 max_body_bytes: 256 * 1024,
                 commit_timeout_ms: 5_000,
                 max_batch: 256,
-                writers: 4,
+                writers: 1,
             },
             processor: ProcessorSettings {
                 enabled: true,

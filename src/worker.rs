@@ -39,17 +39,17 @@ pub async fn run_loop<F, Fut>(
     Fut: Future<Output = anyhow::Result<usize>>,
 {
     while !shutdown.is_cancelled() {
-        // Registered before the round, so a wake-up during it is not missed.
-        let notified = wake.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
         match round().await {
             Ok(0) => {}
             Ok(_) => continue,
             Err(error) => warn!(error = format!("{error:#}"), "worker round failed"),
         }
+        // Only an idle worker waits for a wake-up, so `notify_one` reaches a worker that
+        // is free rather than one busy with a batch. Nothing is lost in between: a
+        // `notify_one` with nobody waiting leaves a permit that this wait then takes.
+        let notified = wake.notified();
         tokio::select! {
-            _ = &mut notified => {}
+            _ = notified => {}
             _ = tokio::time::sleep(poll) => {}
             _ = shutdown.cancelled() => {}
         }
@@ -90,5 +90,72 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    /// A worker whose round is held until `release` is notified, counting its rounds;
+    /// every round reports no work.
+    fn held_worker(
+        wake: &Arc<Notify>,
+        shutdown: &CancellationToken,
+        release: Option<Arc<Notify>>,
+    ) -> Arc<AtomicUsize> {
+        let rounds = Arc::new(AtomicUsize::new(0));
+        let (wake, shutdown, counter) = (wake.clone(), shutdown.clone(), rounds.clone());
+        tokio::spawn(async move {
+            run_loop(&wake, Duration::from_secs(3600), &shutdown, || {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let release = release.clone();
+                async move {
+                    if let (0, Some(release)) = (n, release) {
+                        release.notified().await;
+                    }
+                    Ok(0)
+                }
+            })
+            .await
+        });
+        rounds
+    }
+
+    #[tokio::test]
+    async fn a_wake_up_reaches_the_idle_worker_not_the_busy_one() {
+        let wake = Arc::new(Notify::new());
+        let shutdown = CancellationToken::new();
+        let release = Arc::new(Notify::new());
+        let busy = held_worker(&wake, &shutdown, Some(release.clone()));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let idle = held_worker(&wake, &shutdown, None);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            (busy.load(Ordering::SeqCst), idle.load(Ordering::SeqCst)),
+            (1, 1)
+        );
+        wake.notify_one();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            idle.load(Ordering::SeqCst),
+            2,
+            "the idle worker took the wake-up"
+        );
+        release.notify_one();
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_wake_up_while_every_worker_is_busy_is_kept_for_the_next_idle_one() {
+        let wake = Arc::new(Notify::new());
+        let shutdown = CancellationToken::new();
+        let release = Arc::new(Notify::new());
+        let rounds = held_worker(&wake, &shutdown, Some(release.clone()));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        wake.notify_one();
+        release.notify_one();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            rounds.load(Ordering::SeqCst),
+            2,
+            "the wake-up sent during the busy round started another one"
+        );
+        shutdown.cancel();
     }
 }
