@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::fixtures::*;
-use common::{snapshot, Kind, TestApp};
+use common::{snapshot, Kind, TestApp, WriteLock};
 use oncehook::config::Providers;
 use oncehook::redrive::{redrive, RedriveResult};
 use oncehook::store::dead_letters::{self, Actor, DeadLetterFilter};
@@ -442,18 +442,10 @@ async fn database_unavailable_for_a_while_loses_nothing(kind: Kind) {
         s.receiver.commit_timeout_ms = 500;
     })
     .await;
-    let blocker = oncehook::store::Db::connect(&app.db_handle.url)
-        .await
-        .unwrap();
-    let mut conn = blocker.writer().acquire().await.unwrap();
-    let lock = match kind {
-        Kind::Sqlite => "BEGIN EXCLUSIVE",
-        Kind::Postgres => "BEGIN; LOCK TABLE orders IN ACCESS EXCLUSIVE MODE",
-    };
-    sqlx::raw_sql(lock).execute(&mut *conn).await.unwrap();
+    let lock = WriteLock::take(&app, "orders").await;
     let release = async move {
         tokio::time::sleep(Duration::from_millis(1_500)).await;
-        sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.unwrap();
+        lock.release().await;
     };
     // Providers retry until they get a 2xx.
     let senders = (0..10).map(|i| {
@@ -488,6 +480,5 @@ async fn database_unavailable_for_a_while_loses_nothing(kind: Kind) {
     );
     assert_eq!(app.count("SELECT COUNT(*) FROM order_ledger").await, 10);
     assert_eq!(app.count("SELECT COUNT(*) FROM dead_letters").await, 0);
-    blocker.close().await;
     app.shutdown().await;
 }

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::fixtures::*;
-use common::{now_secs, Kind, TestApp, STRIPE_OLD_SECRET, STRIPE_SECRET};
+use common::{now_secs, Kind, TestApp, WriteLock, STRIPE_OLD_SECRET, STRIPE_SECRET};
 
 both!(
     bad_signature_is_401_and_stores_nothing,
@@ -200,15 +200,7 @@ async fn database_unable_to_commit_gives_503_then_recovers(kind: Kind) {
         s.receiver.commit_timeout_ms = 700;
     })
     .await;
-    let blocker = oncehook::store::Db::connect(&app.db_handle.url)
-        .await
-        .unwrap();
-    let mut conn = blocker.writer().acquire().await.unwrap();
-    let lock = match kind {
-        Kind::Sqlite => "BEGIN EXCLUSIVE",
-        Kind::Postgres => "BEGIN; LOCK TABLE inbox_events IN ACCESS EXCLUSIVE MODE",
-    };
-    sqlx::raw_sql(lock).execute(&mut *conn).await.unwrap();
+    let lock = WriteLock::take(&app, "inbox_events").await;
 
     let event = payment_intent_succeeded("evt_down", "pi_d", "o-d", 1, T10_00);
     let r = app.post_stripe(&event).await;
@@ -216,8 +208,7 @@ async fn database_unable_to_commit_gives_503_then_recovers(kind: Kind) {
     assert_eq!(r.headers()["retry-after"], "5");
     assert!(error_text(r).await.contains("could not commit"));
 
-    sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.unwrap();
-    drop(conn);
+    lock.release().await;
     // The provider retries: accepted now (possibly as a duplicate of the late commit).
     let mut status = 0;
     for _ in 0..50 {
@@ -232,7 +223,6 @@ async fn database_unable_to_commit_gives_503_then_recovers(kind: Kind) {
     assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 1);
     assert_eq!(app.count("SELECT COUNT(*) FROM processed_effects").await, 1);
     assert_eq!(app.order_status("o-d").await.as_deref(), Some("paid"));
-    blocker.close().await;
     app.shutdown().await;
 }
 

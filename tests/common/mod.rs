@@ -420,3 +420,34 @@ pub async fn snapshot(db: &Db) -> Snapshot {
             .collect(),
     }
 }
+
+/// A write lock held from a connection of its own, so the server cannot commit: SQLite's
+/// whole database (`BEGIN EXCLUSIVE`), or one PostgreSQL table.
+pub struct WriteLock {
+    db: Db,
+    conn: sqlx::pool::PoolConnection<sqlx::Any>,
+}
+
+impl WriteLock {
+    pub async fn take(app: &TestApp, postgres_table: &str) -> WriteLock {
+        let db = Db::connect(&app.db_handle.url).await.unwrap();
+        let mut conn = db.writer().acquire().await.unwrap();
+        let lock = match app.db.backend {
+            oncehook::store::Backend::Sqlite => "BEGIN EXCLUSIVE".to_string(),
+            oncehook::store::Backend::Postgres => {
+                format!("BEGIN; LOCK TABLE {postgres_table} IN ACCESS EXCLUSIVE MODE")
+            }
+        };
+        sqlx::raw_sql(&lock).execute(&mut *conn).await.unwrap();
+        WriteLock { db, conn }
+    }
+
+    pub async fn release(mut self) {
+        sqlx::raw_sql("ROLLBACK")
+            .execute(&mut *self.conn)
+            .await
+            .unwrap();
+        drop(self.conn);
+        self.db.close().await;
+    }
+}
