@@ -9,6 +9,8 @@ async fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: log files and collectors get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = oncehook::cli::Cli::parse();
     match oncehook::cli::run(cli).await {
