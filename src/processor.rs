@@ -86,10 +86,7 @@ impl Processor {
             self.settings.claim_batch,
         )
         .await?;
-        if claims.len() as i64 >= self.settings.claim_batch {
-            // More may be waiting: wake a peer (wake-ups go to one worker, not all).
-            self.wake.notify_one();
-        }
+        crate::worker::recruit_if_full(&self.wake, claims.len(), self.settings.claim_batch);
         for group in claims.chunks(self.events_per_transaction()) {
             if let Err(error) = self.handle_group(group, shutdown).await {
                 // Nothing of the group was committed: its leases run out and the rows are

@@ -28,6 +28,14 @@ where
         .collect()
 }
 
+/// Wake-ups go to one idle worker, not all; a worker whose claim came back full calls
+/// this right after claiming, so a peer starts on what may still be waiting.
+pub fn recruit_if_full(wake: &Notify, claimed: usize, claim_batch: i64) {
+    if claimed as i64 >= claim_batch {
+        wake.notify_one();
+    }
+}
+
 /// `round` returns how many items it handled; errors are logged and count as idle.
 pub async fn run_loop<F, Fut>(
     wake: &Notify,

@@ -147,12 +147,16 @@ impl Harness {
         }
     }
 
-    async fn deliver_all_at_once(&self, order: &str, events: &[(String, Ev)]) {
+    async fn store_all(&self, order: &str, events: &[(String, Ev)]) {
         let receipts: Vec<Receipt> = events
             .iter()
             .map(|(id, e)| Self::receipt(id.clone(), order, e))
             .collect();
         store_receipts(&self.db, &receipts).await.unwrap();
+    }
+
+    async fn deliver_all_at_once(&self, order: &str, events: &[(String, Ev)]) {
+        self.store_all(order, events).await;
         let workers: Vec<_> = (0..4)
             .map(|_| {
                 let p = self.processor.clone();
@@ -165,11 +169,7 @@ impl Harness {
     }
 
     async fn deliver_all_at_once_grouped(&self, order: &str, events: &[(String, Ev)]) {
-        let receipts: Vec<Receipt> = events
-            .iter()
-            .map(|(id, e)| Self::receipt(id.clone(), order, e))
-            .collect();
-        store_receipts(&self.db, &receipts).await.unwrap();
+        self.store_all(order, events).await;
         self.grouped.run_until_idle().await.unwrap();
     }
 

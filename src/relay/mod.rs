@@ -73,10 +73,7 @@ impl Relay {
             self.settings.claim_batch,
         )
         .await?;
-        if items.len() as i64 >= self.settings.claim_batch {
-            // More may be waiting: wake a peer (wake-ups go to one worker, not all).
-            self.wake.notify_one();
-        }
+        crate::worker::recruit_if_full(&self.wake, items.len(), self.settings.claim_batch);
         let results = join_all(items.iter().map(|item| {
             let span = tracing::info_span!("outbox", id = item.id, sink = %item.sink, correlation_id = %item.correlation_id, attempt = item.attempt);
             self.deliver(item).instrument(span)
