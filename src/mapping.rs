@@ -26,15 +26,47 @@ pub struct Mapping {
     pub events: BTreeMap<String, EventRule>,
 }
 
+/// The transition an event type announces: fixed (`transition = "pay"`), or read from a
+/// field of the event (`transition = { at = ["/data/object/status"], map = { succeeded =
+/// "refund", failed = "refund_failed" } }`), as for `refund.updated`, whose status says
+/// what happened. A value the map does not name (and no `default`) files the event as
+/// ignored: it is kept, not acted on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TransitionRule {
+    Fixed(Transition),
+    ByField(TransitionByField),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransitionByField {
+    pub at: Vec<String>,
+    pub map: BTreeMap<String, Transition>,
+    /// Used when the field is absent.
+    #[serde(default)]
+    pub default: Option<Transition>,
+}
+
+impl From<Transition> for TransitionRule {
+    fn from(t: Transition) -> Self {
+        TransitionRule::Fixed(t)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventRule {
-    pub transition: Transition,
+    pub transition: TransitionRule,
     /// The merchant's order id; when absent the order is found through `lookup_ref`.
     #[serde(default)]
     pub order_id: Vec<String>,
     /// The reference that names this business change (payment intent, refund id…).
     pub external_ref: Vec<String>,
+    /// The payment a refund or dispute belongs to (refunds of one payment share a running
+    /// total: `charge.amount_refunded`).
+    #[serde(default)]
+    pub parent_ref: Vec<String>,
     /// References under which earlier events may have named the order (defaults to
     /// `external_ref`): a refund finds its order through its payment intent.
     #[serde(default)]
@@ -68,6 +100,8 @@ pub struct MappedEvent {
     pub transition: Transition,
     pub order_id: Option<String>,
     pub external_ref: String,
+    /// The payment a refund or dispute belongs to.
+    pub parent_ref: Option<String>,
     pub lookup_refs: Vec<String>,
     pub amount: Option<i64>,
     pub currency: Option<String>,
@@ -84,6 +118,10 @@ pub enum MappingError {
     NoType(String),
     #[error("unknown event type {0:?}")]
     UnknownType(String),
+    /// A known type whose content says there is nothing to act on (e.g. a checkout
+    /// session completed but not paid yet).
+    #[error("{0}")]
+    NotActedOn(String),
     #[error(
         "unsupported API version {} (this mapping understands {min} and later)",
         found.as_deref().map_or("(none)".to_string(), |v| format!("{v:?}"))
@@ -105,7 +143,10 @@ pub enum MappingError {
 impl MappingError {
     /// Unknown types are not failures: the provider sends many events we don't act on.
     pub fn is_ignorable(&self) -> bool {
-        matches!(self, MappingError::UnknownType(_))
+        matches!(
+            self,
+            MappingError::UnknownType(_) | MappingError::NotActedOn(_)
+        )
     }
 }
 
@@ -202,10 +243,25 @@ impl Mapping {
             .events
             .get(&event_type)
             .ok_or_else(|| MappingError::UnknownType(event_type.clone()))?;
+        let transition = match &rule.transition {
+            TransitionRule::Fixed(t) => *t,
+            TransitionRule::ByField(by) => match text(&doc, &by.at) {
+                Some(value) => *by.map.get(&value).ok_or_else(|| {
+                    MappingError::NotActedOn(format!(
+                        "{event_type} with {} = {value:?} is not acted on",
+                        by.at.join(" | ")
+                    ))
+                })?,
+                None => by.default.ok_or_else(|| MappingError::Missing {
+                    field: "transition",
+                    pointers: by.at.join(", "),
+                })?,
+            },
+        };
         let external_ref = match text(&doc, &rule.external_ref) {
             Some(r) => r,
             None if rule.ignore_without_ref => {
-                return Err(MappingError::UnknownType(format!(
+                return Err(MappingError::NotActedOn(format!(
                     "{event_type} without {}",
                     rule.external_ref.join(", ")
                 )))
@@ -225,8 +281,9 @@ impl Mapping {
             lookup_refs.push(external_ref.clone());
         }
         Ok(MappedEvent {
-            transition: rule.transition,
+            transition,
             order_id: text(&doc, &rule.order_id),
+            parent_ref: text(&doc, &rule.parent_ref),
             external_ref,
             lookup_refs,
             amount: integer(&doc, &rule.amount, "amount")?,
@@ -251,15 +308,16 @@ fn ptrs(list: &[&str]) -> Vec<String> {
 }
 
 fn rule(
-    transition: Transition,
+    transition: impl Into<TransitionRule>,
     external_ref: &[&str],
     lookup: &[&str],
     amount: &[&str],
 ) -> EventRule {
     EventRule {
-        transition,
+        transition: transition.into(),
         order_id: ptrs(&["/data/object/metadata/order_id"]),
         external_ref: ptrs(external_ref),
+        parent_ref: vec![],
         lookup_ref: ptrs(lookup),
         amount: ptrs(amount),
         currency: ptrs(&["/data/object/currency"]),
@@ -269,7 +327,16 @@ fn rule(
     }
 }
 
-/// The built-in Stripe mapping, API versions 2020-08-27 and later.
+fn by_field(at: &str, map: &[(&str, Transition)], default: Option<Transition>) -> TransitionRule {
+    TransitionRule::ByField(TransitionByField {
+        at: ptrs(&[at]),
+        map: map.iter().map(|(k, t)| (k.to_string(), *t)).collect(),
+        default,
+    })
+}
+
+/// The built-in Stripe mapping, API versions 2020-08-27 and later. Field locations follow
+/// the objects in Stripe's published fixtures (stripe/openapi, `fixtures3.json`).
 pub fn stripe_default() -> Mapping {
     use Transition::*;
     // An invoice names its payment intent directly in older API versions and under the
@@ -285,16 +352,75 @@ pub fn stripe_default() -> Mapping {
         "/data/object/parent/subscription_details/metadata/order_id",
     ]);
     let pi = ["/data/object/id"];
+    let payment_of = ["/data/object/payment_intent", "/data/object/charge"];
+
+    // A refund's status says what happened to it: only a succeeded refund is money, a
+    // failed or canceled one reverses it.
+    let refund_status = |default| {
+        by_field(
+            "/data/object/status",
+            &[
+                ("pending", RefundPending),
+                ("requires_action", RefundPending),
+                ("succeeded", Refund),
+                ("failed", RefundFailed),
+                ("canceled", RefundCanceled),
+            ],
+            default,
+        )
+    };
+    let refund_rule = |default| {
+        let mut r = rule(
+            refund_status(default),
+            &["/data/object/id"],
+            &payment_of,
+            &["/data/object/amount"],
+        );
+        r.parent_ref = ptrs(&payment_of);
+        r
+    };
+    // `charge.refunded` reports the charge's running total (`amount_refunded`), whatever the
+    // API version: the ledger records only the part no known refund accounts for. Its
+    // resource is the payment the refunds belong to, as refunds name it.
     let mut charge_refunded = rule(
-        Refund,
-        &["/data/object/refunds/data/0/id"],
+        RefundTotal,
         &["/data/object/payment_intent", "/data/object/id"],
-        &[
-            "/data/object/refunds/data/0/amount",
-            "/data/object/amount_refunded",
-        ],
+        &["/data/object/payment_intent", "/data/object/id"],
+        &["/data/object/amount_refunded"],
     );
-    charge_refunded.ignore_without_ref = true;
+    charge_refunded.parent_ref = vec![];
+    let mut dispute_created = rule(
+        Dispute,
+        &["/data/object/id"],
+        &payment_of,
+        &["/data/object/amount"],
+    );
+    dispute_created.parent_ref = ptrs(&payment_of);
+    let mut dispute_closed = dispute_created.clone();
+    dispute_closed.transition = by_field(
+        "/data/object/status",
+        &[
+            ("won", DisputeWon),
+            ("warning_closed", DisputeWon),
+            ("lost", DisputeLost),
+        ],
+        None,
+    );
+    // Checkout: the session names the order (client_reference_id) and its payment intent;
+    // Pix and boleto pay asynchronously, so `completed` is money only when already paid.
+    let checkout = |transition: TransitionRule| {
+        let mut r = rule(
+            transition,
+            &["/data/object/payment_intent"],
+            &[],
+            &["/data/object/amount_total"],
+        );
+        r.order_id = ptrs(&[
+            "/data/object/client_reference_id",
+            "/data/object/metadata/order_id",
+        ]);
+        r
+    };
     let events = BTreeMap::from([
         (
             "payment_intent.amount_capturable_updated".into(),
@@ -320,23 +446,27 @@ pub fn stripe_default() -> Mapping {
             rule(Cancel, &pi, &[], &["/data/object/amount"]),
         ),
         ("charge.refunded".into(), charge_refunded),
+        ("refund.created".into(), refund_rule(Some(Refund))),
+        ("refund.updated".into(), refund_rule(None)),
+        ("refund.failed".into(), refund_rule(Some(RefundFailed))),
+        ("charge.refund.updated".into(), refund_rule(None)),
+        ("charge.dispute.created".into(), dispute_created),
+        ("charge.dispute.closed".into(), dispute_closed),
         (
-            "refund.created".into(),
-            rule(
-                Refund,
-                &["/data/object/id"],
-                &["/data/object/payment_intent", "/data/object/charge"],
-                &["/data/object/amount"],
-            ),
+            "checkout.session.completed".into(),
+            checkout(by_field(
+                "/data/object/payment_status",
+                &[("paid", Pay)],
+                None,
+            )),
         ),
         (
-            "charge.dispute.created".into(),
-            rule(
-                Dispute,
-                &["/data/object/id"],
-                &["/data/object/payment_intent", "/data/object/charge"],
-                &["/data/object/amount"],
-            ),
+            "checkout.session.async_payment_succeeded".into(),
+            checkout(Pay.into()),
+        ),
+        (
+            "checkout.session.async_payment_failed".into(),
+            checkout(Fail.into()),
         ),
     ]);
     Mapping {
@@ -353,10 +483,15 @@ pub fn stripe_default() -> Mapping {
 /// "payment_id", "refund_id", "dispute_id", "amount", "currency", "sequence"}}`.
 pub fn standard_webhooks_default() -> Mapping {
     use Transition::*;
-    let r = |transition, external_ref: &str| EventRule {
-        transition,
+    let r = |transition: Transition, external_ref: &str| EventRule {
+        transition: transition.into(),
         order_id: ptrs(&["/data/order_id"]),
         external_ref: ptrs(&[external_ref]),
+        parent_ref: if external_ref == "/data/payment_id" {
+            vec![]
+        } else {
+            ptrs(&["/data/payment_id"])
+        },
         lookup_ref: ptrs(&["/data/payment_id"]),
         amount: ptrs(&["/data/amount"]),
         currency: ptrs(&["/data/currency"]),
@@ -378,8 +513,16 @@ pub fn standard_webhooks_default() -> Mapping {
             ("payment.settled".into(), r(Settle, "/data/payment_id")),
             ("payment.failed".into(), r(Fail, "/data/payment_id")),
             ("payment.canceled".into(), r(Cancel, "/data/payment_id")),
+            ("refund.pending".into(), r(RefundPending, "/data/refund_id")),
             ("refund.succeeded".into(), r(Refund, "/data/refund_id")),
+            ("refund.failed".into(), r(RefundFailed, "/data/refund_id")),
+            (
+                "refund.canceled".into(),
+                r(RefundCanceled, "/data/refund_id"),
+            ),
             ("dispute.created".into(), r(Dispute, "/data/dispute_id")),
+            ("dispute.won".into(), r(DisputeWon, "/data/dispute_id")),
+            ("dispute.lost".into(), r(DisputeLost, "/data/dispute_id")),
         ]),
     }
 }
@@ -428,19 +571,148 @@ mod tests {
     }
 
     #[test]
-    fn refunds_key_on_the_refund_and_look_up_through_the_payment() {
-        let doc = json!({"id": "evt_4", "api_version": "2022-08-01", "created": 5, "type": "charge.refunded",
+    fn charge_refunded_is_a_running_total_of_its_payment_in_every_version() {
+        let old = json!({"id": "evt_4", "api_version": "2022-08-01", "created": 5, "type": "charge.refunded",
             "data": {"object": {"id": "ch_1", "payment_intent": "pi_1", "amount_refunded": 4200, "currency": "eur",
                 "refunds": {"data": [{"id": "re_1", "amount": 4200}]}}}});
-        let m = map(&doc).unwrap();
+        let new = json!({"id": "evt_5", "api_version": "2024-06-20", "created": 5, "type": "charge.refunded",
+            "data": {"object": {"id": "ch_1", "payment_intent": "pi_1", "amount_refunded": 1500, "currency": "eur"}}});
+        for (doc, total) in [(old, 4200), (new, 1500)] {
+            let m = map(&doc).unwrap();
+            assert_eq!(
+                (m.transition, m.external_ref.as_str(), m.amount),
+                (Transition::RefundTotal, "pi_1", Some(total))
+            );
+            assert_eq!(m.lookup_refs, vec!["pi_1", "ch_1"]);
+        }
+        // A charge without a payment intent is its own group.
+        let bare = json!({"id": "evt_6", "api_version": "2024-06-20", "created": 5, "type": "charge.refunded",
+            "data": {"object": {"id": "ch_9", "amount_refunded": 100, "currency": "eur"}}});
+        assert_eq!(map(&bare).unwrap().external_ref, "ch_9");
+    }
+
+    fn refund_event(kind: &str, status: Option<&str>) -> Value {
+        let mut object = json!({"id": "re_1", "object": "refund", "amount": 700, "currency": "brl",
+            "charge": "ch_1", "payment_intent": "pi_1"});
+        if let Some(status) = status {
+            object["status"] = json!(status);
+        }
+        json!({"id": "evt_r", "api_version": "2025-03-31.basil", "created": 9, "type": kind,
+            "data": {"object": object}})
+    }
+
+    #[test]
+    fn refund_events_follow_the_refunds_status() {
+        use Transition::*;
+        for (kind, status, expected) in [
+            ("refund.created", Some("succeeded"), Refund),
+            ("refund.created", Some("pending"), RefundPending),
+            ("refund.created", None, Refund),
+            ("refund.updated", Some("succeeded"), Refund),
+            ("refund.updated", Some("failed"), RefundFailed),
+            ("refund.updated", Some("canceled"), RefundCanceled),
+            ("refund.failed", Some("failed"), RefundFailed),
+            ("refund.failed", None, RefundFailed),
+            ("charge.refund.updated", Some("failed"), RefundFailed),
+            (
+                "charge.refund.updated",
+                Some("requires_action"),
+                RefundPending,
+            ),
+        ] {
+            let m = map(&refund_event(kind, status)).unwrap();
+            assert_eq!(m.transition, expected, "{kind} {status:?}");
+            assert_eq!(m.external_ref, "re_1");
+            assert_eq!(m.parent_ref.as_deref(), Some("pi_1"));
+            assert_eq!(m.amount, Some(700));
+        }
+        let unknown = map(&refund_event("refund.updated", Some("mystery"))).unwrap_err();
+        assert!(unknown.is_ignorable(), "{unknown}");
+        assert!(matches!(
+            map(&refund_event("refund.updated", None)),
+            Err(MappingError::Missing {
+                field: "transition",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn dispute_closed_reverses_when_won_and_stays_when_lost() {
+        let closed = |status: &str| {
+            json!({"id": "evt_d", "api_version": "2024-06-20", "created": 9, "type": "charge.dispute.closed",
+                "data": {"object": {"id": "dp_1", "object": "dispute", "amount": 500, "currency": "eur",
+                    "charge": "ch_1", "payment_intent": "pi_1", "status": status}}})
+        };
         assert_eq!(
-            (m.transition, m.external_ref.as_str()),
-            (Transition::Refund, "re_1")
+            map(&closed("won")).unwrap().transition,
+            Transition::DisputeWon
         );
-        assert_eq!(m.lookup_refs, vec!["pi_1", "ch_1", "re_1"]);
-        let newer = json!({"id": "evt_5", "api_version": "2024-06-20", "created": 5, "type": "charge.refunded",
-            "data": {"object": {"id": "ch_1", "payment_intent": "pi_1", "amount_refunded": 4200, "currency": "eur"}}});
-        assert!(map(&newer).unwrap_err().is_ignorable());
+        assert_eq!(
+            map(&closed("lost")).unwrap().transition,
+            Transition::DisputeLost
+        );
+        assert_eq!(
+            map(&closed("lost")).unwrap().parent_ref.as_deref(),
+            Some("pi_1")
+        );
+    }
+
+    #[test]
+    fn checkout_sessions_pay_only_when_paid() {
+        let session = |kind: &str, payment_status: &str| {
+            json!({"id": "evt_c", "api_version": "2024-06-20", "created": 9, "type": kind,
+                "data": {"object": {"id": "cs_1", "object": "checkout.session", "amount_total": 10990,
+                    "currency": "brl", "client_reference_id": "ord_78452", "payment_intent": "pi_9",
+                    "payment_status": payment_status, "status": "complete", "metadata": {}}}})
+        };
+        let paid = map(&session("checkout.session.completed", "paid")).unwrap();
+        assert_eq!(
+            (
+                paid.transition,
+                paid.order_id.as_deref(),
+                paid.external_ref.as_str(),
+                paid.amount
+            ),
+            (Transition::Pay, Some("ord_78452"), "pi_9", Some(10990))
+        );
+        assert!(map(&session("checkout.session.completed", "unpaid"))
+            .unwrap_err()
+            .is_ignorable());
+        assert_eq!(
+            map(&session("checkout.session.async_payment_succeeded", "paid"))
+                .unwrap()
+                .transition,
+            Transition::Pay
+        );
+        assert_eq!(
+            map(&session("checkout.session.async_payment_failed", "unpaid"))
+                .unwrap()
+                .transition,
+            Transition::Fail
+        );
+    }
+
+    #[test]
+    fn a_transition_read_from_a_field_loads_from_toml() {
+        let load = |text: &str| -> EventRule {
+            figment::Figment::from(
+                <figment::providers::Toml as figment::providers::Format>::string(text),
+            )
+            .extract()
+            .unwrap()
+        };
+        let rule = load(
+            r#"
+            transition = { at = ["/data/object/status"], map = { succeeded = "refund", failed = "refund_failed" } }
+            external_ref = ["/data/object/id"]
+            occurred_at = ["/created"]
+            "#,
+        );
+        assert!(matches!(rule.transition, TransitionRule::ByField(_)));
+        let fixed =
+            load("transition = \"pay\"\nexternal_ref = [\"/id\"]\noccurred_at = [\"/created\"]");
+        assert_eq!(fixed.transition, TransitionRule::Fixed(Transition::Pay));
     }
 
     #[test]

@@ -166,7 +166,11 @@ impl Processor {
             attempt = claim.attempt,
         );
         let handled = self.handle(conn, claim, after).instrument(span).await;
-        after.applied |= handled == Handled::Filed(Filed::Applied);
+        // Stale and refused events may write outbox rows too (new money, a status change).
+        after.applied |= matches!(
+            handled,
+            Handled::Filed(Filed::Applied | Filed::Stale | Filed::Refused)
+        );
     }
 
     /// Processes until nothing is due (rows waiting for a retry later are not due).
@@ -318,15 +322,13 @@ impl Processor {
                 }
             }
         };
-        let topic = format!("order.{}", event.transition.target().as_str());
-        let sinks = self.outbox.sinks_for(&topic);
         let outcome = effects::apply(
             conn,
             EffectRequest {
                 claim,
                 event: &event,
                 order_id: &order_id,
-                sinks: &sinks,
+                outbox: &self.outbox,
                 now,
             },
         )
@@ -356,7 +358,8 @@ impl Processor {
                 Handled::Filed(Filed::Stale)
             }
             EffectOutcome::Refused { reason, .. } => {
-                return business(&format!("refused transition: {reason}"))
+                info!(order_id, %reason, "refused regression, recorded");
+                Handled::Filed(Filed::Refused)
             }
             EffectOutcome::Mismatch { reason, .. } => return business(reason),
             EffectOutcome::Fenced => Handled::Fenced,

@@ -6,9 +6,9 @@ use serde::Serialize;
 use sqlx::Row;
 
 use crate::config::Providers;
-use crate::domain::{judge, EffectKey, OrderHead, Stamp, Verdict};
+use crate::domain::{project, Facts, OrderStatus, Update};
 use crate::store::dead_letters::{self, Actor, DeadLetterFilter, STAGE_OUTBOX, STAGE_PROCESSOR};
-use crate::store::effects::{mismatch, order_head, resolve_order};
+use crate::store::effects::{change_of, effect_key, load_facts, resolve_order};
 use crate::store::{now_ms, Db};
 
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -140,7 +140,7 @@ async fn predict_event(db: &Db, providers: &Providers, inbox_id: i64) -> anyhow:
             }
         },
     };
-    let key = EffectKey::new(event.transition, &order_id, &event.external_ref);
+    let key = effect_key(&event, &order_id);
     let winner: Option<String> =
         sqlx::query("SELECT event_id FROM processed_effects WHERE effect_key = $1")
             .bind(key.as_str())
@@ -153,25 +153,55 @@ async fn predict_event(db: &Db, providers: &Providers, inbox_id: i64) -> anyhow:
             "duplicate: effect already recorded by event {winner}"
         ));
     }
-    if let Some(reason) = mismatch(&mut conn, &event, &order_id).await? {
-        return Ok(format!("fail again (business): {reason}"));
+    let order: Option<(Option<String>, String)> =
+        sqlx::query("SELECT currency, status FROM orders WHERE order_id = $1")
+            .bind(&order_id)
+            .fetch_optional(&mut *conn)
+            .await?
+            .map(|r| Ok::<_, sqlx::Error>((r.try_get(0)?, r.try_get(1)?)))
+            .transpose()?;
+    if let (Some((Some(theirs), _)), Some(ours)) = (&order, &event.currency) {
+        if theirs != ours {
+            return Ok(format!(
+                "fail again (business): currency mismatch: order {order_id} is in {theirs}, the event in {ours}"
+            ));
+        }
     }
-    let head = order_head(&mut conn, &order_id)
-        .await?
-        .unwrap_or_else(OrderHead::new_order);
-    let stamp = Stamp {
-        at_ms: event.occurred_at_ms,
-        sequence: event.sequence,
-        rank: event.transition.rank(),
+    // The same rules the processing transaction applies, on the stored facts, in memory.
+    let mut facts = Facts {
+        facts: load_facts(&mut conn, &order_id).await?,
     };
-    Ok(match judge(&head, event.transition, &stamp) {
-        Verdict::Apply => format!(
-            "apply: {} on order {order_id} ({} → {})",
+    let before = project(&facts.facts);
+    let update = facts.apply(&change_of(&event));
+    let after = project(&facts.facts);
+    let status_before = order
+        .as_ref()
+        .and_then(|(_, s)| OrderStatus::parse(s))
+        .unwrap_or(before.status);
+    let money = |p: &crate::domain::Projection| {
+        format!(
+            "paid {} refunded {} disputed {}",
+            p.totals.paid, p.totals.refunded, p.totals.disputed
+        )
+    };
+    Ok(match update {
+        Update::Applied => format!(
+            "apply: {} of {} on order {order_id} ({} → {}; {} → {})",
             event.transition.as_str(),
-            head.status.as_str(),
-            event.transition.target().as_str()
+            event.external_ref,
+            status_before.as_str(),
+            after.status.as_str(),
+            money(&before),
+            money(&after)
         ),
-        Verdict::Stale(reason) => format!("stale: {reason}"),
-        Verdict::Refused(reason) => format!("fail again (business): refused transition: {reason}"),
+        Update::Stale(reason) if before.totals != after.totals => {
+            format!(
+                "stale, money counted: {reason} ({} → {})",
+                money(&before),
+                money(&after)
+            )
+        }
+        Update::Stale(reason) => format!("stale: {reason}"),
+        Update::Refused(reason) => format!("record as refused: {reason}"),
     })
 }

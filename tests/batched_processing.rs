@@ -15,17 +15,22 @@ both!(a_mixed_batch_in_one_transaction_equals_one_transaction_per_event,);
 fn mixed_events() -> Vec<serde_json::Value> {
     let mut unmapped = payment_intent_succeeded("evt_m_unmapped", "pi_x", "order-x", 1, T10_00);
     unmapped["type"] = json!("customer.created");
+    let mut in_dollars = refund_created("evt_m_usd", "pi_b", "re_usd", 5, T10_00 + 70);
+    in_dollars["data"]["object"]["currency"] = json!("usd");
     vec![
         // applied; remembers pi_b for the events below
         payment_intent_succeeded("evt_m_pay", "pi_b", "order-b", 100, T10_00),
         // the same payment under another event type: duplicate
         invoice_paid_new("evt_m_invoice", "pi_b", 100, T10_00 + 1),
         // names only pi_b: resolved through the reference written earlier in this batch;
-        // refunds more than was paid: mismatch, business failure, dead letter
+        // refunds more than was paid: recorded and flagged, never dropped
         refund_created("evt_m_too_much", "pi_b", "re_big", 999_999, T10_00 + 60),
-        // a failure after the payment: refused, dead letter
-        payment_intent_failed("evt_m_failed", "pi_b2", "order-b", T10_00 + 30),
-        // refund stamped 10:02, then the payment stamped 10:00: the payment is stale
+        // another currency: business failure, dead letter, its writes rolled back alone
+        in_dollars,
+        // a failure after the payment succeeded: a refused regression, recorded
+        payment_intent_failed("evt_m_failed", "pi_b", "order-b", T10_00 + 30),
+        // refunded total stamped 10:02, then the payment stamped 10:00: the payment is
+        // stale, and its money counted
         charge_refunded("evt_m_refund", "pi_c", "re_c", "order-c", 50, T10_00 + 120),
         payment_intent_succeeded("evt_m_late_pay", "pi_c", "order-c", 50, T10_00),
         // names only a payment nobody has mentioned: retried later
@@ -55,7 +60,7 @@ async fn process_mixed(kind: Kind, events_per_transaction: usize) -> Outcome {
         assert_eq!(app.post_stripe(&event).await.status(), 200);
     }
     let claimed = app.processor().run_once(&Default::default()).await.unwrap();
-    assert_eq!(claimed, 9, "one claim takes the whole set");
+    assert_eq!(claimed, 10, "one claim takes the whole set");
     let rows = |sql: &'static str| {
         let pool = app.db.reader().clone();
         async move {
@@ -100,8 +105,9 @@ async fn a_mixed_batch_in_one_transaction_equals_one_transaction_per_event(kind:
     };
     assert_eq!(status("evt_m_pay"), "applied");
     assert_eq!(status("evt_m_invoice"), "duplicate");
-    assert_eq!(status("evt_m_too_much"), "dead");
-    assert_eq!(status("evt_m_failed"), "dead");
+    assert_eq!(status("evt_m_too_much"), "applied");
+    assert_eq!(status("evt_m_usd"), "dead");
+    assert_eq!(status("evt_m_failed"), "refused");
     assert_eq!(status("evt_m_refund"), "applied");
     assert_eq!(status("evt_m_late_pay"), "stale");
     assert_eq!(status("evt_m_orphan"), "pending");
@@ -109,10 +115,7 @@ async fn a_mixed_batch_in_one_transaction_equals_one_transaction_per_event(kind:
     assert_eq!(status("evt_m_refund_b"), "applied");
     assert_eq!(
         batched.dead_letters,
-        vec![
-            ("evt_m_failed".to_string(), "business".to_string()),
-            ("evt_m_too_much".to_string(), "business".to_string()),
-        ]
+        vec![("evt_m_usd".to_string(), "business".to_string())]
     );
     assert_eq!(batched.waiting, vec!["evt_m_orphan".to_string()]);
     let orders: Vec<(&str, &str)> = batched
@@ -127,9 +130,18 @@ async fn a_mixed_batch_in_one_transaction_equals_one_transaction_per_event(kind:
     );
     assert_eq!(
         batched.state.effects.len(),
-        4,
-        "pay b, refund b (40), refund c, stale pay c: refused and mismatched keys stay free"
+        6,
+        "pay b, too-much refund, refused failure, refund b, refunded total c, stale pay c: \
+         only the mismatched key stays free"
     );
-    assert_eq!(batched.state.ledger.len(), 3);
-    assert_eq!(batched.state.stale.len(), 1);
+    assert_eq!(
+        batched.state.ledger.len(),
+        5,
+        "payment b, refunds re_big and re_b, refunded total c, payment c"
+    );
+    assert_eq!(
+        batched.state.stale.len(),
+        2,
+        "the late payment and the refusal"
+    );
 }

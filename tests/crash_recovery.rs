@@ -201,9 +201,10 @@ async fn killed_during_a_burst_every_acknowledged_event_is_processed_exactly_onc
         common::count(&store, "SELECT COUNT(*) FROM order_ledger").await,
         applied
     );
+    // Each event pays its own order: a payment.recorded and an order.paid message.
     assert_eq!(
         common::count(&store, "SELECT COUNT(*) FROM outbox").await,
-        applied
+        2 * applied
     );
     store.close().await;
 }

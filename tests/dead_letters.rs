@@ -139,7 +139,7 @@ async fn redrive_after_the_cause_is_fixed_applies_once(kind: Kind) {
     assert!(
         dry[0]
             .outcome
-            .starts_with("apply: refund on order order-o2"),
+            .starts_with("apply: refund of re_orphan_2 on order order-o2"),
         "{dry:?}"
     );
     let done = run(&app, by_event(&id), false).await;
@@ -399,7 +399,10 @@ async fn retention_prunes_finished_rows_but_keeps_open_dead_letters_sources(kind
             .await
             .unwrap();
     assert_eq!(pruned.inbox_events, 1, "{pruned:?}");
-    assert_eq!(pruned.outbox, 1, "{pruned:?}");
+    assert_eq!(
+        pruned.outbox, 2,
+        "payment.recorded and order.paid: {pruned:?}"
+    );
     let left: Vec<String> = sqlx::query_scalar("SELECT status FROM inbox_events")
         .fetch_all(app.db.reader())
         .await

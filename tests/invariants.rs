@@ -15,7 +15,7 @@ both!(
     two_real_payments_after_a_refund_both_apply,
     same_second_payment_and_refund_end_refunded_in_either_order,
     an_event_naming_only_a_payment_waits_for_the_order_then_applies,
-    a_newer_failure_after_payment_is_refused_into_the_dlq,
+    a_newer_failure_after_payment_is_refused_and_recorded,
     standard_webhooks_sender_is_processed,
     graceful_shutdown_finishes_in_flight_work,
 );
@@ -40,7 +40,11 @@ async fn one_delivery_then_three_parallel_leaves_state_as_after_the_first(kind: 
         "state after 4 deliveries == after 1"
     );
     assert_eq!(app.count("SELECT COUNT(*) FROM processed_effects").await, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM outbox").await, 1);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM outbox").await,
+        2,
+        "payment.recorded and order.paid"
+    );
     assert_eq!(
         app.count("SELECT COUNT(*) FROM deliveries").await,
         4,
@@ -75,7 +79,7 @@ async fn two_event_types_for_one_payment_collapse_into_one_effect(kind: Kind) {
     app.process().await;
     assert_eq!(app.count("SELECT COUNT(*) FROM processed_effects").await, 1);
     assert_eq!(app.count("SELECT COUNT(*) FROM order_ledger").await, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM outbox").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM outbox").await, 2);
     for id in ["evt_inv_old", "evt_inv_new"] {
         let (status, reason) = app.event_status(id).await;
         assert_eq!(status, "duplicate", "{id}");
@@ -116,11 +120,22 @@ async fn newer_refund_first_keeps_the_order_refunded_and_records_one_stale_event
     );
     let (status, reason) = app.event_status("evt_pay").await;
     assert_eq!(status, "stale");
-    assert!(reason.unwrap().contains("not newer"));
+    let reason = reason.unwrap();
+    assert!(reason.contains("arrived after newer news"), "{reason}");
+    assert!(reason.contains("its money is in the ledger"), "{reason}");
+    let topics: Vec<String> = sqlx::query_scalar("SELECT topic FROM outbox ORDER BY id")
+        .fetch_all(app.db.reader())
+        .await
+        .unwrap();
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM outbox").await,
-        1,
-        "only the refund is announced"
+        topics,
+        vec!["refund.recorded", "order.refunded", "payment.recorded"],
+        "the late payment is still money: announced as a fact, with no status change"
+    );
+    assert_eq!(
+        app.count("SELECT amount_paid - amount_refunded FROM orders WHERE order_id = 'order-3'")
+            .await,
+        0
     );
     app.shutdown().await;
 }
@@ -149,8 +164,20 @@ async fn outbox_rows_are_counted_per_effect_not_per_response(kind: Kind) {
             .unwrap();
     assert_eq!(
         topics,
-        vec!["order.paid", "order.refunded"],
-        "two effects, two outbox rows"
+        vec![
+            "payment.recorded",
+            "order.paid",
+            "refund.recorded",
+            "order.refunded",
+            "refund.recorded"
+        ],
+        "one message per fact (the refund announced by its charge's total, then by itself, \
+         counted once) and per status change, whatever the number of responses"
+    );
+    assert_eq!(
+        app.count("SELECT amount_refunded FROM orders WHERE order_id = 'order-4'")
+            .await,
+        1000
     );
     assert_eq!(
         app.order_status("order-4").await.as_deref(),
@@ -191,7 +218,7 @@ async fn fifty_deliveries_from_sixteen_clients_with_several_workers_give_one_eff
     assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 2);
     assert_eq!(app.count("SELECT COUNT(*) FROM processed_effects").await, 1);
     assert_eq!(app.count("SELECT COUNT(*) FROM order_ledger").await, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM outbox").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM outbox").await, 2);
     app.shutdown().await;
 }
 
@@ -219,18 +246,22 @@ async fn two_real_payments_after_a_refund_both_apply(kind: Kind) {
     ))
     .await;
     app.process().await;
-    assert_eq!(app.order_status("order-6").await.as_deref(), Some("paid"));
+    assert_eq!(
+        app.order_status("order-6").await.as_deref(),
+        Some("partially_refunded"),
+        "10,000 paid, 5,000 refunded: never 'paid' again as if the refund had not happened"
+    );
     let ledger: Vec<(String, String)> =
-        sqlx::query_as("SELECT transition, external_ref FROM order_ledger ORDER BY id")
+        sqlx::query_as("SELECT entry, external_ref FROM order_ledger ORDER BY id")
             .fetch_all(app.db.reader())
             .await
             .unwrap();
     assert_eq!(
         ledger,
         vec![
-            ("pay".into(), "pi_first".into()),
-            ("refund".into(), "re_first".into()),
-            ("pay".into(), "pi_second".into())
+            ("payment".into(), "pi_first".into()),
+            ("refund_observed".into(), "pi_first".into()),
+            ("payment".into(), "pi_second".into())
         ]
     );
     app.shutdown().await;
@@ -311,32 +342,48 @@ async fn an_event_naming_only_a_payment_waits_for_the_order_then_applies(kind: K
     app.shutdown().await;
 }
 
-async fn a_newer_failure_after_payment_is_refused_into_the_dlq(kind: Kind) {
+async fn a_newer_failure_after_payment_is_refused_and_recorded(kind: Kind) {
     let app = TestApp::spawn(kind).await;
     app.post_stripe(&payment_intent_succeeded(
         "evt_f1", "pi_f", "order-f", 100, T10_00,
     ))
     .await;
+    // The same payment intent "fails" later: a regression the model never applies.
     app.post_stripe(&payment_intent_failed(
         "evt_f2",
-        "pi_f2",
+        "pi_f",
         "order-f",
         T10_00 + 30,
+    ))
+    .await;
+    // Another attempt failing later is a fact about that attempt and changes nothing.
+    app.post_stripe(&payment_intent_failed(
+        "evt_f3",
+        "pi_f2",
+        "order-f",
+        T10_00 + 40,
     ))
     .await;
     app.process().await;
     assert_eq!(app.order_status("order-f").await.as_deref(), Some("paid"));
     let (status, reason) = app.event_status("evt_f2").await;
+    assert_eq!(status, "refused");
+    assert!(reason.unwrap().contains("would undo its pay"));
+    assert_eq!(app.event_status("evt_f3").await.0, "applied");
     assert_eq!(
-        status, "dead",
-        "a refused transition is a business failure for the DLQ"
+        app.count(
+            "SELECT COUNT(*) FROM stale_events WHERE kind = 'refused' AND event_id = 'evt_f2'"
+        )
+        .await,
+        1,
+        "recorded for people to read"
     );
-    assert!(reason.unwrap().contains("fail is not allowed from paid"));
-    let dead =
-        "SELECT COUNT(*) FROM dead_letters WHERE error_class = 'business' AND event_id = 'evt_f2'";
-    assert_eq!(app.count(dead).await, 1);
-    let effects = app.count("SELECT COUNT(*) FROM processed_effects").await;
-    assert_eq!(effects, 1, "the refused key stays free for a redrive");
+    assert_eq!(app.count("SELECT COUNT(*) FROM dead_letters").await, 0);
+    assert_eq!(
+        app.count("SELECT amount_paid FROM orders WHERE order_id = 'order-f'")
+            .await,
+        100
+    );
     app.shutdown().await;
 }
 

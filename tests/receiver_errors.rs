@@ -255,7 +255,8 @@ async fn correlation_id_is_carried_to_the_rows(kind: Kind) {
     assert_eq!(
         app.count("SELECT COUNT(*) FROM outbox WHERE correlation_id = 'req-abc-123'")
             .await,
-        1
+        2,
+        "payment.recorded and order.paid"
     );
     app.shutdown().await;
 }

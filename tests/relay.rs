@@ -44,6 +44,8 @@ async fn app_with_merchant(
                 rate_per_sec: None,
             },
         );
+        // Only the routed topic leaves: no default sinks for the money facts' topics.
+        s.outbox.sinks = vec![];
         s.outbox.routes = vec![OutboxRoute {
             topics: vec!["order.paid".into()],
             sinks: vec!["fulfilment".into()],
@@ -378,6 +380,8 @@ async fn email_sink_delivers_over_smtp_with_the_key_as_message_id(kind: Kind) {
                 rate_per_sec: Some(100.0),
             },
         );
+        // Only the routed topic leaves: no default sinks for the money facts' topics.
+        s.outbox.sinks = vec![];
         s.outbox.routes = vec![OutboxRoute {
             topics: vec!["order.paid".into()],
             sinks: vec!["customer-email".into()],

@@ -1,6 +1,8 @@
-//! The idempotency key names the business change, not the message:
-//! `sha256(transition | order_id | external_ref)`. Two events announcing the same payment
-//! collapse onto one key; two real payments of one order have two external refs, two keys.
+//! The idempotency key names the business change, not the message: the SHA-256 of
+//! (transition, order_id, external_ref), each part preceded by its length in bytes as a
+//! big-endian u64, so no two different triples share an input (`"a|b" + "c"` and
+//! `"a" + "b|c"` differ). Two events announcing the same payment collapse onto one key; two
+//! real payments of one order have two external refs, two keys.
 
 use sha2::{Digest, Sha256};
 
@@ -11,13 +13,12 @@ pub struct EffectKey(String);
 
 impl EffectKey {
     pub fn new(transition: Transition, order_id: &str, external_ref: &str) -> Self {
-        let mut hasher = Sha256::new();
-        hasher.update(transition.as_str().as_bytes());
-        hasher.update(b"|");
-        hasher.update(order_id.as_bytes());
-        hasher.update(b"|");
-        hasher.update(external_ref.as_bytes());
-        EffectKey(hex::encode(hasher.finalize()))
+        EffectKey(digest(&[transition.as_str(), order_id, external_ref]))
+    }
+
+    /// A key over any parts (ledger entries name themselves this way).
+    pub fn from_parts(parts: &[&str]) -> Self {
+        EffectKey(digest(parts))
     }
 
     pub fn as_str(&self) -> &str {
@@ -27,14 +28,18 @@ impl EffectKey {
     /// The key of an outbox row derived from its effect, stable across retries and redrives,
     /// so the receiving system can drop the relay's duplicates.
     pub fn outbox_key(&self, sink: &str, topic: &str) -> String {
-        let mut hasher = Sha256::new();
-        hasher.update(self.0.as_bytes());
-        hasher.update(b"|");
-        hasher.update(sink.as_bytes());
-        hasher.update(b"|");
-        hasher.update(topic.as_bytes());
-        hex::encode(hasher.finalize())
+        digest(&[&self.0, sink, topic])
     }
+}
+
+/// SHA-256 over length-prefixed parts, hex.
+fn digest(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hex::encode(hasher.finalize())
 }
 
 impl std::fmt::Display for EffectKey {
@@ -48,10 +53,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_is_sha256_of_the_pipe_joined_parts() {
+    fn key_is_sha256_of_the_length_prefixed_parts() {
         let key = EffectKey::new(Transition::Pay, "order-1", "pi_1");
-        let expected = hex::encode(Sha256::digest(b"pay|order-1|pi_1"));
-        assert_eq!(key.as_str(), expected);
+        let mut input = Vec::new();
+        for part in ["pay", "order-1", "pi_1"] {
+            input.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            input.extend_from_slice(part.as_bytes());
+        }
+        assert_eq!(key.as_str(), hex::encode(Sha256::digest(&input)));
+    }
+
+    #[test]
+    fn parts_cannot_run_into_each_other() {
+        assert_ne!(
+            EffectKey::new(Transition::Pay, "a|b", "c"),
+            EffectKey::new(Transition::Pay, "a", "b|c")
+        );
+        assert_ne!(
+            EffectKey::new(Transition::Pay, "ab", "c"),
+            EffectKey::new(Transition::Pay, "a", "bc")
+        );
+        let k = EffectKey::new(Transition::Pay, "o", "p");
+        assert_ne!(k.outbox_key("a|b", "c"), k.outbox_key("a", "b|c"));
     }
 
     #[test]

@@ -1,8 +1,11 @@
-//! Domain rules as plain functions with no I/O: the order state machine, the ordering
-//! guard and the effect key. Storage mirrors these rules in SQL; the tests compare both.
+//! Domain rules as plain functions with no I/O: statuses and transitions, the per-resource
+//! ordering guard, the money projection and ledger plan, and the effect key. Storage mirrors
+//! the guard in SQL; the tests compare both.
 
 pub mod effect_key;
+pub mod money;
 pub mod order;
 
 pub use effect_key::EffectKey;
-pub use order::{judge, OrderHead, OrderStatus, Stamp, Transition, Verdict};
+pub use money::{project, Change, Entry, EntryKind, Fact, Facts, Projection, Totals, Update};
+pub use order::{OrderStatus, ResourceKind, Stamp, Transition};

@@ -1,17 +1,25 @@
 //! The processing transaction: one event, one business change, exactly once.
 //!
 //! The story, in one transaction: claim the effect key (INSERT under a PRIMARY KEY, first:
-//! the database decides who wins) → make sure the order exists → apply the transition
-//! with the ordering guard in the UPDATE's WHERE clause → on success write the ledger row
-//! and the outbox rows, otherwise record the stale or refused event → remember the
-//! payment references → file the inbox row (fenced on the claim). Any error rolls all of
-//! it back and the event is claimed again later.
+//! the database decides who wins) → lock the order row → record the event's change of its
+//! resource (a new fact, or the guarded UPDATE of an existing one) → derive the order's
+//! totals and status from all its facts (`domain::money`) → write the ledger entries the
+//! facts call for and not yet written, each with its outbox message, and a message when the
+//! status changed → record a stale or refused event for people → remember the payment
+//! references → file the inbox row (fenced on the claim). Any error rolls all of it back
+//! and the event is claimed again later.
 
 use serde_json::json;
+use sqlx::any::AnyRow;
 use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
 
 use super::inbox::{self, Claimed, Filed};
-use crate::domain::{judge, EffectKey, OrderHead, OrderStatus, Stamp, Transition, Verdict};
+use crate::config::OutboxSettings;
+use crate::domain::money::{class, guard, plan_entries};
+use crate::domain::{
+    project, Change, EffectKey, Entry, EntryKind, Fact, OrderStatus, Projection, ResourceKind,
+    Stamp, Totals, Transition, Update,
+};
 use crate::mapping::MappedEvent;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,16 +32,18 @@ pub enum EffectOutcome {
         key: String,
         reason: String,
     },
+    /// Older than what the order already reflects; any new money it carried is counted.
     Stale {
         key: String,
         reason: String,
     },
-    /// The state machine forbids it (a business failure: nothing was written).
+    /// A regression the model never applies (a failure after a succeeded payment);
+    /// recorded among the order's stale events.
     Refused {
         key: String,
         reason: String,
     },
-    /// Amount or currency does not fit the order (a business failure: nothing was written).
+    /// Currency does not fit the order (a business failure: nothing was written).
     Mismatch {
         key: String,
         reason: String,
@@ -46,8 +56,8 @@ pub struct EffectRequest<'a> {
     pub claim: &'a Claimed,
     pub event: &'a MappedEvent,
     pub order_id: &'a str,
-    /// Sinks that get an outbox row for every applied transition.
-    pub sinks: &'a [String],
+    /// Which sinks get a message for each topic.
+    pub outbox: &'a OutboxSettings,
     pub now: i64,
 }
 
@@ -71,50 +81,272 @@ pub async fn resolve_order(
     Ok(None)
 }
 
-fn guard_sql(transition: Transition) -> String {
-    let from: Vec<String> = transition
-        .allowed_from()
-        .iter()
-        .map(|s| format!("'{}'", s.as_str()))
-        .collect();
-    // Mirrors `Stamp::is_newer_than` and `Transition::allowed_from`; the property tests
-    // run the same histories through both.
-    format!(
-        "UPDATE orders SET status = $2, last_event_at = $3, last_sequence = $4, last_rank = $5, \
-         last_event_id = $6, currency = COALESCE(currency, $7), updated_at = $8 \
-         WHERE order_id = $1 AND status IN ({}) \
-         AND (last_event_at IS NULL OR last_event_at < $3 OR (last_event_at = $3 AND ( \
-             (last_sequence IS NOT NULL AND $4 IS NOT NULL AND last_sequence <> $4 AND last_sequence < $4) \
-             OR ((last_sequence IS NULL OR $4 IS NULL OR last_sequence = $4) AND last_rank < $5))))",
-        from.join(", ")
-    )
+/// The change an event makes to its resource.
+pub fn change_of(event: &MappedEvent) -> Change {
+    Change {
+        transition: event.transition,
+        resource_id: event.external_ref.clone(),
+        parent_ref: event.parent_ref.clone(),
+        stamp: Stamp {
+            at_ms: event.occurred_at_ms,
+            sequence: event.sequence,
+            rank: event.transition.rank(),
+        },
+        amount: event.amount,
+    }
 }
 
-pub(crate) async fn order_head(
-    conn: &mut sqlx::AnyConnection,
-    order_id: &str,
-) -> anyhow::Result<Option<OrderHead>> {
-    let row = sqlx::query(
-        "SELECT status, last_event_at, last_sequence, last_rank FROM orders WHERE order_id = $1",
+/// The effect key of an event: a running total is a change only for a new total, so the
+/// total is part of what it names.
+pub fn effect_key(event: &MappedEvent, order_id: &str) -> EffectKey {
+    if event.transition == Transition::RefundTotal {
+        let named = format!("{}@{}", event.external_ref, event.amount.unwrap_or(0));
+        EffectKey::new(event.transition, order_id, &named)
+    } else {
+        EffectKey::new(event.transition, order_id, &event.external_ref)
+    }
+}
+
+/// The guarded UPDATE of one resource: a higher class wins; within a class, a newer stamp
+/// (timestamp; on a tie the resource's own sequence when both have one, else the lifecycle
+/// rank). Mirrors `domain::money::guard`; the property tests compare both.
+const GUARDED_UPDATE: &str = "UPDATE order_facts SET state = $4, class = $5, at_ms = $6, \
+     sequence = $7, rank = $8, event_id = $9, updated_at = $10 \
+     WHERE order_id = $1 AND kind = $2 AND resource_id = $3 AND (class < $5 OR (class = $5 AND ( \
+         at_ms < $6 OR (at_ms = $6 AND ( \
+             (sequence IS NOT NULL AND $7 IS NOT NULL AND sequence <> $7 AND sequence < $7) \
+             OR ((sequence IS NULL OR $7 IS NULL OR sequence = $7) AND rank < $8))))))";
+
+fn fact_row(row: AnyRow) -> anyhow::Result<Fact> {
+    let kind: String = row.try_get("kind")?;
+    let state: String = row.try_get("state")?;
+    Ok(Fact {
+        kind: ResourceKind::parse(&kind)
+            .ok_or_else(|| anyhow::anyhow!("unknown resource kind {kind:?}"))?,
+        resource_id: row.try_get("resource_id")?,
+        parent_ref: row.try_get("parent_ref")?,
+        state: Transition::parse(&state)
+            .ok_or_else(|| anyhow::anyhow!("unknown state {state:?}"))?,
+        stamp: Stamp {
+            at_ms: row.try_get("at_ms")?,
+            sequence: row.try_get("sequence")?,
+            rank: row.try_get("rank")?,
+        },
+        amount: row.try_get("amount")?,
+        money_seen: row.try_get::<i64, _>("money_seen")? != 0,
+        canceled_at: row.try_get("canceled_at")?,
+    })
+}
+
+const FACT_COLUMNS: &str =
+    "kind, resource_id, parent_ref, state, at_ms, sequence, rank, amount, money_seen, canceled_at";
+
+/// Every fact of an order.
+pub async fn load_facts(conn: &mut AnyConnection, order_id: &str) -> anyhow::Result<Vec<Fact>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {FACT_COLUMNS} FROM order_facts WHERE order_id = $1 ORDER BY kind, resource_id"
+    ))
+    .bind(order_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.into_iter().map(fact_row).collect()
+}
+
+/// Every ledger entry of an order.
+pub async fn load_entries(conn: &mut AnyConnection, order_id: &str) -> anyhow::Result<Vec<Entry>> {
+    let rows = sqlx::query(
+        "SELECT entry, external_ref, group_ref, amount, counted FROM order_ledger \
+         WHERE order_id = $1 ORDER BY id",
     )
     .bind(order_id)
-    .fetch_optional(&mut *conn)
+    .fetch_all(&mut *conn)
     .await?;
-    let Some(row) = row else { return Ok(None) };
+    rows.into_iter()
+        .map(|row| {
+            let kind: String = row.try_get(0)?;
+            Ok(Entry {
+                kind: EntryKind::parse(&kind)
+                    .ok_or_else(|| anyhow::anyhow!("unknown ledger entry {kind:?}"))?,
+                resource_id: row.try_get(1)?,
+                group: row.try_get(2)?,
+                amount: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
+                counted: row.try_get(4)?,
+            })
+        })
+        .collect()
+}
+
+/// The order row as it was before this event, read under its row lock.
+struct OrderBefore {
+    status: OrderStatus,
+    totals: Totals,
+    currency: Option<String>,
+    last_event_at: Option<i64>,
+}
+
+async fn lock_order(
+    tx: &mut Transaction<'_, Any>,
+    order_id: &str,
+    currency: Option<&str>,
+    now: i64,
+) -> anyhow::Result<OrderBefore> {
+    sqlx::query(
+        "INSERT INTO orders (order_id, status, currency, created_at, updated_at) \
+         VALUES ($1, 'pending', $2, $3, $3) ON CONFLICT (order_id) DO NOTHING",
+    )
+    .bind(order_id)
+    .bind(currency)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    // The row lock serialises every event of this order (PostgreSQL; SQLite has one
+    // writer): the projection and the ledger plan below see all earlier facts.
+    let lock = if tx.backend_name() == "PostgreSQL" {
+        " FOR UPDATE"
+    } else {
+        ""
+    };
+    let row = sqlx::query(&format!(
+        "SELECT status, currency, last_event_at, amount_paid, amount_refunded, amount_disputed \
+         FROM orders WHERE order_id = $1{lock}"
+    ))
+    .bind(order_id)
+    .fetch_one(&mut **tx)
+    .await?;
     let status: String = row.try_get(0)?;
-    let at: Option<i64> = row.try_get(1)?;
-    Ok(Some(OrderHead {
+    Ok(OrderBefore {
         status: OrderStatus::parse(&status)
             .ok_or_else(|| anyhow::anyhow!("order {order_id} has unknown status {status:?}"))?,
-        last: match at {
-            Some(at_ms) => Some(Stamp {
-                at_ms,
-                sequence: row.try_get(2)?,
-                rank: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
-            }),
-            None => None,
+        currency: row.try_get(1)?,
+        last_event_at: row.try_get(2)?,
+        totals: Totals {
+            paid: row.try_get(3)?,
+            refunded: row.try_get(4)?,
+            disputed: row.try_get(5)?,
         },
-    }))
+    })
+}
+
+/// Records the change of one resource: a new fact, the guarded UPDATE of an existing one,
+/// and always the monotone columns. Returns the guard's verdict.
+async fn record_change(
+    tx: &mut Transaction<'_, Any>,
+    claim: &Claimed,
+    order_id: &str,
+    change: &Change,
+    now: i64,
+) -> anyhow::Result<Update> {
+    let t = change.transition;
+    let kind = t.resource().as_str();
+    let created = sqlx::query(&format!(
+        "INSERT INTO order_facts ({FACT_COLUMNS}, class, order_id, provider, event_id, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15) \
+         ON CONFLICT (order_id, kind, resource_id) DO NOTHING"
+    ))
+    .bind(kind)
+    .bind(&change.resource_id)
+    .bind(&change.parent_ref)
+    .bind(t.as_str())
+    .bind(change.stamp.at_ms)
+    .bind(change.stamp.sequence)
+    .bind(change.stamp.rank)
+    .bind(change.amount)
+    .bind(i64::from(t.proves_money()))
+    .bind((t == Transition::Cancel).then_some(change.stamp.at_ms))
+    .bind(class(t))
+    .bind(order_id)
+    .bind(&claim.provider)
+    .bind(&claim.event_id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if created {
+        return Ok(Update::Applied);
+    }
+
+    if t == Transition::RefundTotal {
+        // A running total only grows: the largest observed is what counts.
+        let grew = sqlx::query(
+            "UPDATE order_facts SET amount = $4, at_ms = $5, event_id = $6, updated_at = $7 \
+             WHERE order_id = $1 AND kind = $2 AND resource_id = $3 \
+             AND (amount IS NULL OR amount < $4)",
+        )
+        .bind(order_id)
+        .bind(kind)
+        .bind(&change.resource_id)
+        .bind(change.amount)
+        .bind(change.stamp.at_ms)
+        .bind(&claim.event_id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if grew {
+            return Ok(Update::Applied);
+        }
+    } else {
+        let applied = sqlx::query(GUARDED_UPDATE)
+            .bind(order_id)
+            .bind(kind)
+            .bind(&change.resource_id)
+            .bind(t.as_str())
+            .bind(class(t))
+            .bind(change.stamp.at_ms)
+            .bind(change.stamp.sequence)
+            .bind(change.stamp.rank)
+            .bind(&claim.event_id)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected()
+            == 1;
+        // Whatever the guard decided: money seen, the newest cancellation, the amount of
+        // the first event proving money (or the first amount at all) and the parent.
+        sqlx::query(
+            "UPDATE order_facts SET \
+             amount = CASE WHEN $4 = 1 AND money_seen = 0 THEN COALESCE($5, amount) \
+                           ELSE COALESCE(amount, $5) END, \
+             money_seen = CASE WHEN $4 = 1 THEN 1 ELSE money_seen END, \
+             canceled_at = CASE WHEN $6 IS NULL THEN canceled_at \
+                                WHEN canceled_at IS NULL OR canceled_at < $6 THEN $6 \
+                                ELSE canceled_at END, \
+             parent_ref = COALESCE(parent_ref, $7) \
+             WHERE order_id = $1 AND kind = $2 AND resource_id = $3",
+        )
+        .bind(order_id)
+        .bind(kind)
+        .bind(&change.resource_id)
+        .bind(i64::from(t.proves_money()))
+        .bind(change.amount)
+        .bind((t == Transition::Cancel).then_some(change.stamp.at_ms))
+        .bind(&change.parent_ref)
+        .execute(&mut **tx)
+        .await?;
+        if applied {
+            return Ok(Update::Applied);
+        }
+    }
+    // Not applied: ask the pure guard why, against the row as it was.
+    let row = sqlx::query(&format!(
+        "SELECT {FACT_COLUMNS} FROM order_facts WHERE order_id = $1 AND kind = $2 AND resource_id = $3"
+    ))
+    .bind(order_id)
+    .bind(kind)
+    .bind(&change.resource_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let current = fact_row(row)?;
+    Ok(match guard(&current, change) {
+        Update::Applied => Update::Stale(format!(
+            "{} of {} changes nothing new",
+            t.as_str(),
+            change.resource_id
+        )),
+        other => other,
+    })
 }
 
 /// Runs in its own transaction on `conn`, or in a savepoint when `conn` is already in one
@@ -127,11 +359,11 @@ pub async fn apply(
         claim,
         event,
         order_id,
-        sinks,
+        outbox,
         now,
     } = req;
     let transition = event.transition;
-    let key = EffectKey::new(transition, order_id, &event.external_ref);
+    let key = effect_key(event, order_id);
     let mut tx = conn.begin().await?;
 
     let won = sqlx::query(
@@ -182,93 +414,126 @@ pub async fn apply(
         });
     }
 
+    let before = lock_order(&mut tx, order_id, event.currency.as_deref(), now).await?;
+    if let (Some(order), Some(theirs)) = (&before.currency, &event.currency) {
+        if order != theirs {
+            tx.rollback().await?;
+            return Ok(EffectOutcome::Mismatch {
+                key: key.to_string(),
+                reason: format!(
+                    "currency mismatch: order {order_id} is in {order}, the event in {theirs}"
+                ),
+            });
+        }
+    }
+
+    let change = change_of(event);
+    let update = record_change(&mut tx, claim, order_id, &change, now).await?;
+    let facts = load_facts(&mut tx, order_id).await?;
+    let projection = project(&facts);
+    let existing = load_entries(&mut tx, order_id).await?;
+    let entries = plan_entries(&facts, &existing);
+
+    let ctx = Written {
+        claim,
+        event,
+        order_id,
+        outbox,
+        now,
+        projection: &projection,
+        currency: before.currency.as_deref().or(event.currency.as_deref()),
+    };
+    for entry in &entries {
+        write_entry(&mut tx, &ctx, entry).await?;
+    }
+    let newest = before
+        .last_event_at
+        .map_or(event.occurred_at_ms, |b| b.max(event.occurred_at_ms));
+    let attention = (!projection.attention.is_empty())
+        .then(|| serde_json::to_string(&projection.attention))
+        .transpose()?;
     sqlx::query(
-        "INSERT INTO orders (order_id, status, currency, created_at, updated_at) \
-         VALUES ($1, 'pending', $2, $3, $3) ON CONFLICT (order_id) DO NOTHING",
+        "UPDATE orders SET status = $2, amount_paid = $3, amount_refunded = $4, \
+         amount_disputed = $5, attention = $6, last_event_at = $7, \
+         last_event_id = CASE WHEN $8 = 1 THEN $9 ELSE last_event_id END, \
+         currency = COALESCE(currency, $10), updated_at = $11 WHERE order_id = $1",
     )
     .bind(order_id)
+    .bind(projection.status.as_str())
+    .bind(projection.totals.paid)
+    .bind(projection.totals.refunded)
+    .bind(projection.totals.disputed)
+    .bind(attention)
+    .bind(newest)
+    .bind(i64::from(event.occurred_at_ms >= newest))
+    .bind(&claim.event_id)
     .bind(&event.currency)
     .bind(now)
     .execute(&mut *tx)
     .await?;
-
-    if let Some(reason) = mismatch(&mut tx, event, order_id).await? {
-        tx.rollback().await?;
-        return Ok(EffectOutcome::Mismatch {
-            key: key.to_string(),
-            reason,
-        });
+    if projection.status != before.status {
+        write_status_message(&mut tx, &ctx, &key, before.status).await?;
     }
 
-    let stamp = Stamp {
-        at_ms: event.occurred_at_ms,
-        sequence: event.sequence,
-        rank: transition.rank(),
-    };
-    let updated = sqlx::query(&guard_sql(transition))
-        .bind(order_id)
-        .bind(transition.target().as_str())
-        .bind(stamp.at_ms)
-        .bind(stamp.sequence)
-        .bind(stamp.rank)
-        .bind(&claim.event_id)
-        .bind(&event.currency)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-
-    let outcome = if updated == 1 {
-        record_applied(&mut tx, claim, event, order_id, &key, sinks, now).await?;
-        EffectOutcome::Applied {
+    // What people read: a refused regression, an update older than its resource's latest,
+    // or news that arrived after newer news and changed nothing (its money, if new, is in
+    // the ledger all the same).
+    // A refund or dispute that moved the totals is news whenever it arrives; anything else
+    // stamped no later than the order's newest news that left its status alone is stale.
+    let not_newer = before
+        .last_event_at
+        .is_some_and(|last| event.occurred_at_ms <= last);
+    let moved_refund_or_dispute = !matches!(transition.resource(), ResourceKind::Payment)
+        && projection.totals != before.totals;
+    let older_than_order = not_newer && !moved_refund_or_dispute;
+    let outcome = match update {
+        Update::Refused(reason) => EffectOutcome::Refused {
             key: key.to_string(),
-            status: transition.target(),
-        }
-    } else {
-        let head = order_head(&mut tx, order_id)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("order {order_id} vanished mid-transaction"))?;
-        match judge(&head, transition, &stamp) {
-            Verdict::Stale(reason) => {
-                record_stale(
-                    &mut tx,
-                    claim,
-                    event,
-                    order_id,
-                    &key,
-                    &reason,
-                    head.status,
-                    now,
-                )
-                .await?;
-                EffectOutcome::Stale {
-                    key: key.to_string(),
-                    reason,
-                }
-            }
-            Verdict::Refused(reason) => {
-                // The key stays free: once someone fixes the cause, a redrive can apply it.
-                tx.rollback().await?;
-                return Ok(EffectOutcome::Refused {
-                    key: key.to_string(),
-                    reason,
-                });
-            }
-            Verdict::Apply => {
-                anyhow::bail!("guard refused what the state machine allows ({order_id})")
+            reason,
+        },
+        Update::Stale(reason) => EffectOutcome::Stale {
+            key: key.to_string(),
+            reason: with_money_note(reason, &entries),
+        },
+        Update::Applied if older_than_order && projection.status == before.status => {
+            EffectOutcome::Stale {
+                key: key.to_string(),
+                reason: with_money_note(
+                    format!(
+                        "{} of {} arrived after newer news and left the order {}",
+                        transition.as_str(),
+                        event.external_ref,
+                        projection.status.as_str()
+                    ),
+                    &entries,
+                ),
             }
         }
+        Update::Applied => EffectOutcome::Applied {
+            key: key.to_string(),
+            status: projection.status,
+        },
     };
-
-    remember_refs(&mut tx, &claim.provider, &event.lookup_refs, order_id).await?;
     let (filed, reason) = match &outcome {
         EffectOutcome::Applied { .. } => (Filed::Applied, None),
         EffectOutcome::Stale { reason, .. } => (Filed::Stale, Some(reason.as_str())),
+        EffectOutcome::Refused { reason, .. } => (Filed::Refused, Some(reason.as_str())),
         EffectOutcome::Duplicate { .. }
-        | EffectOutcome::Refused { .. }
         | EffectOutcome::Mismatch { .. }
-        | EffectOutcome::Fenced => unreachable!("returned above"),
+        | EffectOutcome::Fenced => {
+            unreachable!("returned above")
+        }
     };
+    if let Some(reason) = reason {
+        let kind = if filed == Filed::Refused {
+            "refused"
+        } else {
+            "stale"
+        };
+        record_stale(&mut tx, &ctx, &key, kind, reason).await?;
+    }
+
+    remember_refs(&mut tx, &claim.provider, &event.lookup_refs, order_id).await?;
     if !inbox::file(
         &mut *tx,
         claim,
@@ -286,53 +551,129 @@ pub async fn apply(
     Ok(outcome)
 }
 
-async fn record_applied(
-    tx: &mut Transaction<'_, Any>,
-    claim: &Claimed,
-    event: &MappedEvent,
-    order_id: &str,
-    key: &EffectKey,
-    sinks: &[String],
+fn with_money_note(reason: String, entries: &[Entry]) -> String {
+    let counted: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{} {} {}", e.kind.as_str(), e.resource_id, e.amount))
+        .collect();
+    if counted.is_empty() {
+        reason
+    } else {
+        format!(
+            "{reason}; its money is in the ledger ({})",
+            counted.join(", ")
+        )
+    }
+}
+
+/// What every row this event writes shares.
+struct Written<'a> {
+    claim: &'a Claimed,
+    event: &'a MappedEvent,
+    order_id: &'a str,
+    outbox: &'a OutboxSettings,
     now: i64,
+    projection: &'a Projection,
+    currency: Option<&'a str>,
+}
+
+impl Written<'_> {
+    fn totals_json(&self) -> serde_json::Value {
+        let t = self.projection.totals;
+        json!({
+            "paid": t.paid, "refunded": t.refunded, "disputed": t.disputed, "net": t.net(),
+            "currency": self.currency,
+        })
+    }
+}
+
+/// The key of a ledger entry: unique per (entry kind, order, resource).
+pub fn entry_key(order_id: &str, entry: &Entry) -> EffectKey {
+    EffectKey::from_parts(&["ledger", entry.kind.as_str(), order_id, &entry.identity()])
+}
+
+async fn write_entry(
+    tx: &mut Transaction<'_, Any>,
+    ctx: &Written<'_>,
+    entry: &Entry,
 ) -> anyhow::Result<()> {
-    let status = event.transition.target();
+    let key = entry_key(ctx.order_id, entry);
     sqlx::query(
         "INSERT INTO order_ledger (order_id, transition, status_after, amount, currency, \
-         external_ref, effect_key, provider, event_id, occurred_at, recorded_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+         external_ref, effect_key, provider, event_id, occurred_at, recorded_at, entry, \
+         group_ref, counted) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
     )
-    .bind(order_id)
-    .bind(event.transition.as_str())
-    .bind(status.as_str())
-    .bind(event.amount)
-    .bind(&event.currency)
-    .bind(&event.external_ref)
+    .bind(ctx.order_id)
+    .bind(ctx.event.transition.as_str())
+    .bind(ctx.projection.status.as_str())
+    .bind(entry.amount)
+    .bind(ctx.currency)
+    .bind(&entry.resource_id)
     .bind(key.as_str())
-    .bind(&claim.provider)
-    .bind(&claim.event_id)
-    .bind(event.occurred_at_ms)
-    .bind(now)
+    .bind(&ctx.claim.provider)
+    .bind(&ctx.claim.event_id)
+    .bind(ctx.event.occurred_at_ms)
+    .bind(ctx.now)
+    .bind(entry.kind.as_str())
+    .bind(&entry.group)
+    .bind(entry.counted)
     .execute(&mut **tx)
     .await?;
+    let topic = entry.kind.topic();
+    let payload = json!({
+        "type": topic,
+        "order_id": ctx.order_id,
+        "entry": entry.kind.as_str(),
+        "resource_id": entry.resource_id,
+        "amount": entry.amount,
+        "counted": entry.counted,
+        "currency": ctx.currency,
+        "status": ctx.projection.status.as_str(),
+        "totals": ctx.totals_json(),
+    });
+    write_messages(tx, ctx, &key, topic, payload).await
+}
 
+async fn write_status_message(
+    tx: &mut Transaction<'_, Any>,
+    ctx: &Written<'_>,
+    key: &EffectKey,
+    from: OrderStatus,
+) -> anyhow::Result<()> {
+    let status = ctx.projection.status;
     let topic = format!("order.{}", status.as_str());
-    for sink in sinks {
-        let idempotency_key = key.outbox_key(sink, &topic);
-        let payload = json!({
-            "type": topic,
-            "order_id": order_id,
-            "status": status.as_str(),
-            "transition": event.transition.as_str(),
-            "amount": event.amount,
-            "currency": event.currency,
-            "external_ref": event.external_ref,
-            "provider": claim.provider,
-            "event_id": claim.event_id,
-            "event_type": event.event_type,
-            "occurred_at_ms": event.occurred_at_ms,
-            "effect_key": key.as_str(),
-            "idempotency_key": idempotency_key,
-        });
+    let payload = json!({
+        "type": topic,
+        "order_id": ctx.order_id,
+        "status": status.as_str(),
+        "previous_status": from.as_str(),
+        "transition": ctx.event.transition.as_str(),
+        "amount": ctx.event.amount,
+        "currency": ctx.currency,
+        "external_ref": ctx.event.external_ref,
+        "totals": ctx.totals_json(),
+        "attention": ctx.projection.attention,
+    });
+    write_messages(tx, ctx, key, &topic, payload).await
+}
+
+/// One outbox row per sink routed for `topic`, keyed on the effect or entry key.
+async fn write_messages(
+    tx: &mut Transaction<'_, Any>,
+    ctx: &Written<'_>,
+    key: &EffectKey,
+    topic: &str,
+    mut payload: serde_json::Value,
+) -> anyhow::Result<()> {
+    payload["provider"] = json!(ctx.claim.provider);
+    payload["event_id"] = json!(ctx.claim.event_id);
+    payload["event_type"] = json!(ctx.event.event_type);
+    payload["occurred_at_ms"] = json!(ctx.event.occurred_at_ms);
+    payload["effect_key"] = json!(key.as_str());
+    for sink in ctx.outbox.sinks_for(topic) {
+        let idempotency_key = key.outbox_key(&sink, topic);
+        payload["idempotency_key"] = json!(idempotency_key);
         sqlx::query(
             "INSERT INTO outbox (idempotency_key, effect_key, order_id, topic, sink, payload, \
              correlation_id, status, next_attempt_at, created_at) \
@@ -340,71 +681,25 @@ async fn record_applied(
         )
         .bind(&idempotency_key)
         .bind(key.as_str())
-        .bind(order_id)
-        .bind(&topic)
-        .bind(sink)
+        .bind(ctx.order_id)
+        .bind(topic)
+        .bind(&sink)
         .bind(payload.to_string())
-        .bind(&claim.correlation_id)
-        .bind(now)
+        .bind(&ctx.claim.correlation_id)
+        .bind(ctx.now)
         .execute(&mut **tx)
         .await?;
     }
     Ok(())
 }
 
-/// Amount and currency checks against what the order already holds; a reason when the
-/// event does not fit (a business failure for an engineer to look at).
-pub(crate) async fn mismatch(
-    conn: &mut sqlx::AnyConnection,
-    event: &MappedEvent,
-    order_id: &str,
-) -> anyhow::Result<Option<String>> {
-    let row = sqlx::query(
-        "SELECT o.currency, \
-         CAST(COALESCE((SELECT SUM(CASE WHEN l.transition = 'pay' THEN l.amount \
-              WHEN l.transition = 'refund' THEN -l.amount ELSE 0 END) \
-              FROM order_ledger l WHERE l.order_id = o.order_id), 0) AS BIGINT), \
-         (SELECT COUNT(*) FROM order_ledger l WHERE l.order_id = o.order_id AND l.transition = 'pay') \
-         FROM orders o WHERE o.order_id = $1",
-    )
-    .bind(order_id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let currency: Option<String> = row.try_get(0)?;
-    let net_paid: i64 = row.try_get(1)?;
-    let payments: i64 = row.try_get(2)?;
-    if let (Some(order), Some(event)) = (&currency, &event.currency) {
-        if order != event {
-            return Ok(Some(format!(
-                "currency mismatch: order {order_id} is in {order}, the event in {event}"
-            )));
-        }
-    }
-    if event.transition == Transition::Refund && payments > 0 {
-        if let Some(amount) = event.amount {
-            if amount > net_paid {
-                return Ok(Some(format!(
-                    "amount mismatch: refund of {amount} exceeds the {net_paid} still paid on order {order_id}"
-                )));
-            }
-        }
-    }
-    Ok(None)
-}
-
-#[allow(clippy::too_many_arguments)]
 async fn record_stale(
     tx: &mut Transaction<'_, Any>,
-    claim: &Claimed,
-    event: &MappedEvent,
-    order_id: &str,
+    ctx: &Written<'_>,
     key: &EffectKey,
+    kind: &str,
     reason: &str,
-    order_status: OrderStatus,
-    now: i64,
 ) -> anyhow::Result<()> {
-    let kind = "stale";
     sqlx::query("UPDATE processed_effects SET outcome = $2 WHERE effect_key = $1")
         .bind(key.as_str())
         .bind(kind)
@@ -415,17 +710,17 @@ async fn record_stale(
          order_status, amount, currency, occurred_at, recorded_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
-    .bind(order_id)
-    .bind(&claim.provider)
-    .bind(&claim.event_id)
-    .bind(event.transition.as_str())
+    .bind(ctx.order_id)
+    .bind(&ctx.claim.provider)
+    .bind(&ctx.claim.event_id)
+    .bind(ctx.event.transition.as_str())
     .bind(kind)
     .bind(reason)
-    .bind(order_status.as_str())
-    .bind(event.amount)
-    .bind(&event.currency)
-    .bind(event.occurred_at_ms)
-    .bind(now)
+    .bind(ctx.projection.status.as_str())
+    .bind(ctx.event.amount)
+    .bind(&ctx.event.currency)
+    .bind(ctx.event.occurred_at_ms)
+    .bind(ctx.now)
     .execute(&mut **tx)
     .await?;
     Ok(())

@@ -135,6 +135,13 @@ pub struct StaleRow {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct LedgerRow {
+    /// payment | refund | refund_reversal | refund_observed | dispute | dispute_closed
+    pub entry: String,
+    /// What the entry adds to its total (signed; a reversal is negative).
+    pub counted: i64,
+    /// The payment a refund entry belongs to.
+    pub group_ref: Option<String>,
+    /// The transition of the event that brought the entry.
     pub transition: String,
     pub status_after: String,
     pub amount: Option<i64>,
@@ -171,12 +178,34 @@ pub struct DeliveryRow {
     pub received_at: String,
 }
 
+/// One provider resource of the order and its latest state.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FactRow {
+    pub kind: String,
+    pub resource_id: String,
+    pub parent_ref: Option<String>,
+    pub state: String,
+    pub amount: Option<i64>,
+    pub money_seen: bool,
+    pub at: String,
+    pub event_id: String,
+}
+
 /// Everything known about one order: what `oncehook order show` prints.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct OrderView {
     pub order_id: String,
     pub status: String,
     pub currency: Option<String>,
+    /// Money totals in minor units of `currency`, derived from the facts.
+    pub amount_paid: i64,
+    pub amount_refunded: i64,
+    pub amount_disputed: i64,
+    /// paid − refunded − disputed
+    pub net: i64,
+    /// What a person should look at (e.g. a refund larger than what is known to be paid).
+    pub attention: Vec<String>,
+    pub facts: Vec<FactRow>,
     pub last_event_id: Option<String>,
     pub created_at: String,
     pub updated_at: String,
@@ -191,7 +220,8 @@ pub struct OrderView {
 pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderView>> {
     let pool = db.reader();
     let Some(order) = sqlx::query(
-        "SELECT order_id, status, currency, last_event_id, created_at, updated_at FROM orders WHERE order_id = $1",
+        "SELECT order_id, status, currency, last_event_id, created_at, updated_at, amount_paid, \
+         amount_refunded, amount_disputed, attention FROM orders WHERE order_id = $1",
     )
     .bind(order_id)
     .fetch_optional(pool)
@@ -246,8 +276,9 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
     .collect::<Result<_, sqlx::Error>>()?;
 
     let ledger = sqlx::query(
-        "SELECT transition, status_after, amount, currency, external_ref, effect_key, provider, \
-         event_id, occurred_at, recorded_at FROM order_ledger WHERE order_id = $1 ORDER BY id",
+        "SELECT entry, counted, group_ref, transition, status_after, amount, currency, external_ref, \
+         effect_key, provider, event_id, occurred_at, recorded_at FROM order_ledger \
+         WHERE order_id = $1 ORDER BY id",
     )
     .bind(order_id)
     .fetch_all(pool)
@@ -255,6 +286,9 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
     .into_iter()
     .map(|r| {
         Ok(LedgerRow {
+            entry: r.try_get("entry")?,
+            counted: r.try_get("counted")?,
+            group_ref: r.try_get("group_ref")?,
             transition: r.try_get("transition")?,
             status_after: r.try_get("status_after")?,
             amount: r.try_get("amount")?,
@@ -265,6 +299,28 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
             event_id: r.try_get("event_id")?,
             occurred_at: time(&r, "occurred_at")?,
             recorded_at: time(&r, "recorded_at")?,
+        })
+    })
+    .collect::<Result<_, sqlx::Error>>()?;
+
+    let facts = sqlx::query(
+        "SELECT kind, resource_id, parent_ref, state, amount, money_seen, at_ms, event_id \
+         FROM order_facts WHERE order_id = $1 ORDER BY at_ms, kind, resource_id",
+    )
+    .bind(order_id)
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| {
+        Ok(FactRow {
+            kind: r.try_get("kind")?,
+            resource_id: r.try_get("resource_id")?,
+            parent_ref: r.try_get("parent_ref")?,
+            state: r.try_get("state")?,
+            amount: r.try_get("amount")?,
+            money_seen: r.try_get::<i64, _>("money_seen")? != 0,
+            at: time(&r, "at_ms")?,
+            event_id: r.try_get("event_id")?,
         })
     })
     .collect::<Result<_, sqlx::Error>>()?;
@@ -325,10 +381,23 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
     })
     .collect::<Result<_, sqlx::Error>>()?;
 
+    let paid: i64 = order.try_get("amount_paid")?;
+    let refunded: i64 = order.try_get("amount_refunded")?;
+    let disputed: i64 = order.try_get("amount_disputed")?;
+    let attention: Option<String> = order.try_get("attention")?;
     Ok(Some(OrderView {
         order_id: order.try_get("order_id")?,
         status: order.try_get("status")?,
         currency: order.try_get("currency")?,
+        amount_paid: paid,
+        amount_refunded: refunded,
+        amount_disputed: disputed,
+        net: paid - refunded - disputed,
+        attention: attention
+            .map(|a| serde_json::from_str(&a))
+            .transpose()?
+            .unwrap_or_default(),
+        facts,
         last_event_id: order.try_get("last_event_id")?,
         created_at: time(&order, "created_at")?,
         updated_at: time(&order, "updated_at")?,

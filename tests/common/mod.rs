@@ -378,7 +378,12 @@ pub fn now_secs() -> i64 {
 pub struct Snapshot {
     pub orders: Vec<(String, String, Option<i64>, Option<String>)>,
     pub effects: Vec<(String, String, String, String)>,
-    pub ledger: Vec<(String, String, Option<i64>, String)>,
+    /// (entry key, entry kind, counted, status after)
+    pub ledger: Vec<(String, String, i64, String)>,
+    /// (order, paid, refunded, disputed, attention)
+    pub money: Vec<(String, i64, i64, i64, Option<String>)>,
+    /// (order, kind, resource, state, money seen)
+    pub facts: Vec<(String, String, String, String, i64)>,
     pub stale: Vec<(String, String, String)>,
     pub outbox: Vec<(String, String, String)>,
     pub inbox: Vec<(String, String, Option<String>)>,
@@ -398,10 +403,20 @@ pub async fn snapshot(db: &Db) -> Snapshot {
             .iter()
             .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
             .collect(),
-        ledger: rows("SELECT effect_key, transition, amount, status_after FROM order_ledger ORDER BY effect_key")
+        ledger: rows("SELECT effect_key, entry, counted, status_after FROM order_ledger ORDER BY effect_key")
             .await
             .iter()
             .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect(),
+        money: rows("SELECT order_id, amount_paid, amount_refunded, amount_disputed, attention FROM orders ORDER BY order_id")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+            .collect(),
+        facts: rows("SELECT order_id, kind, resource_id, state, money_seen FROM order_facts ORDER BY order_id, kind, resource_id")
+            .await
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
             .collect(),
         stale: rows("SELECT event_id, kind, order_status FROM stale_events ORDER BY event_id")
             .await
