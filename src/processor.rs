@@ -128,7 +128,7 @@ impl Processor {
             for claim in group {
                 self.handle_one(&mut tx, claim, shutdown, &mut after).await;
             }
-            tx.commit().await?;
+            crate::store::commit_checked(tx).await?;
         }
         if after.applied {
             self.outbox_wake.notify_one();

@@ -9,7 +9,10 @@ use common::fixtures::*;
 use common::{snapshot, Kind, Snapshot, TestApp};
 use serde_json::json;
 
-both!(a_mixed_batch_in_one_transaction_equals_one_transaction_per_event,);
+both!(
+    a_mixed_batch_in_one_transaction_equals_one_transaction_per_event,
+    an_aborted_group_transaction_is_reported_not_silently_rolled_back,
+);
 
 /// Every kind of outcome, in an order where later events depend on earlier ones.
 fn mixed_events() -> Vec<serde_json::Value> {
@@ -144,4 +147,44 @@ async fn a_mixed_batch_in_one_transaction_equals_one_transaction_per_event(kind:
         2,
         "the late payment and the refusal"
     );
+}
+
+/// On PostgreSQL a statement failing outside a savepoint aborts the transaction and COMMIT
+/// then rolls back without an error; the group commit must see that, not report success.
+async fn an_aborted_group_transaction_is_reported_not_silently_rolled_back(kind: Kind) {
+    use sqlx::Connection;
+    let app = TestApp::spawn_with(kind, |s| {
+        s.processor.enabled = false;
+        s.outbox.relay.enabled = false;
+    })
+    .await;
+    let mut conn = app.db.writer().acquire().await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query("INSERT INTO audit_log (actor, action, target, at) VALUES ('t', 'a', 'x', 1)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let failed =
+        sqlx::query("INSERT INTO audit_log (actor, action, target, at) VALUES (NULL, 'a', 'x', 1)")
+            .execute(&mut *tx)
+            .await;
+    assert!(failed.is_err(), "NOT NULL violation");
+    let committed = oncehook::store::commit_checked(tx).await;
+    drop(conn);
+    let kept = app
+        .count("SELECT COUNT(*) FROM audit_log WHERE actor = 't'")
+        .await;
+    match kind {
+        // The failed statement aborted everything: reported as an error, nothing kept.
+        Kind::Postgres => {
+            assert!(committed.is_err());
+            assert_eq!(kept, 0);
+        }
+        // SQLite undoes only the failed statement: the rest commits.
+        Kind::Sqlite => {
+            committed.unwrap();
+            assert_eq!(kept, 1);
+        }
+    }
+    app.shutdown().await;
 }

@@ -20,6 +20,8 @@ both!(
     resolve_and_discard_need_a_reason_and_are_audited,
     retention_prunes_finished_rows_but_keeps_open_dead_letters_sources,
     database_unavailable_for_a_while_loses_nothing,
+    concurrent_redrives_of_one_item_requeue_it_once,
+    a_new_failure_never_reopens_an_old_unrelated_dead_letter,
 );
 
 const ACTOR: Actor<'static> = Actor {
@@ -483,5 +485,107 @@ async fn database_unavailable_for_a_while_loses_nothing(kind: Kind) {
     );
     assert_eq!(app.count("SELECT COUNT(*) FROM order_ledger").await, 10);
     assert_eq!(app.count("SELECT COUNT(*) FROM dead_letters").await, 0);
+    app.shutdown().await;
+}
+
+async fn concurrent_redrives_of_one_item_requeue_it_once(kind: Kind) {
+    let app = app(kind).await;
+    let id = orphan_refund(&app, 7).await;
+    process_through_retries(&app).await;
+    let dead_letter: i64 = sqlx::query_scalar("SELECT id FROM dead_letters WHERE event_id = $1")
+        .bind(&id)
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap();
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_pay_7",
+        "pi_orphan_7",
+        "order-o7",
+        100,
+        T10_00,
+    ))
+    .await;
+    app.process().await;
+    // Eight operators click "redrive" at once.
+    let now = oncehook::store::now_ms();
+    let outcomes = futures::future::join_all(
+        (0..8).map(|_| dead_letters::redrive_one(&app.db, dead_letter, &ACTOR, now)),
+    )
+    .await;
+    let outcomes: Vec<String> = outcomes.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| *o == "requeued").count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert!(outcomes
+        .iter()
+        .all(|o| o == "requeued" || o.starts_with("skipped")));
+    app.process().await;
+    assert_eq!(app.event_status(&id).await.0, "applied");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM order_ledger WHERE entry = 'refund'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM redrives WHERE outcome = 'requeued'")
+            .await,
+        1
+    );
+    app.shutdown().await;
+}
+
+/// SQLite reuses the largest INTEGER PRIMARY KEY once its row is deleted; a dead letter is
+/// keyed by its source row's id, so a reused id would reopen someone else's dead letter.
+async fn a_new_failure_never_reopens_an_old_unrelated_dead_letter(kind: Kind) {
+    let app = app(kind).await;
+    let first = orphan_refund(&app, 8).await;
+    process_through_retries(&app).await;
+    let (old_id, old_source): (i64, i64) =
+        sqlx::query_as("SELECT id, source_id FROM dead_letters WHERE event_id = $1")
+            .bind(&first)
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap();
+    dead_letters::close(
+        &app.db,
+        old_id,
+        "discarded",
+        &ACTOR,
+        oncehook::store::now_ms(),
+    )
+    .await
+    .unwrap();
+    // Retention removes its (newest) inbox row.
+    sqlx::query("UPDATE inbox_events SET received_at = 0")
+        .execute(app.db.writer())
+        .await
+        .unwrap();
+    oncehook::retention::prune(&app.db, &app.settings.retention, oncehook::store::now_ms())
+        .await
+        .unwrap();
+    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 0);
+
+    let second = orphan_refund(&app, 9).await;
+    process_through_retries(&app).await;
+    let new_source: i64 = sqlx::query_scalar("SELECT id FROM inbox_events WHERE event_id = $1")
+        .bind(&second)
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap();
+    assert_ne!(new_source, old_source, "ids are never reused");
+    let letters: Vec<(String, String)> =
+        sqlx::query_as("SELECT event_id, status FROM dead_letters ORDER BY id")
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap();
+    assert_eq!(
+        letters,
+        vec![
+            (first.clone(), "discarded".to_string()),
+            (second.clone(), "open".to_string())
+        ]
+    );
     app.shutdown().await;
 }

@@ -136,8 +136,7 @@ impl Relay {
             Ok(sent) => {
                 record.status_code = sent.status_code;
                 record.response_excerpt = sent.excerpt;
-                outbox::record_attempt(&self.db, item, &record).await?;
-                if outbox::mark_delivered(&self.db, item, now_ms()).await? {
+                if outbox::mark_delivered(&self.db, item, &record, now_ms()).await? {
                     info!(duration_ms = record.duration_ms, "delivered");
                     Ok(Delivered::Delivered)
                 } else {

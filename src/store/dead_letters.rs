@@ -355,8 +355,23 @@ pub async fn audit<'e, E: Executor<'e, Database = Any>>(
 }
 
 /// Puts one open dead letter back on its normal path. Returns the recorded outcome.
+///
+/// Both UPDATEs check the status they change from, so of two concurrent redrives of one
+/// item exactly one requeues it: the other finds the dead letter no longer open (or the
+/// source row no longer dead, e.g. already being delivered again) and is recorded as
+/// skipped. The first statement is a write, so on SQLite the transaction takes the write
+/// lock at once instead of failing to upgrade a read.
 pub async fn redrive_one(db: &Db, id: i64, actor: &Actor<'_>, now: i64) -> anyhow::Result<String> {
     let mut tx = db.writer().begin().await?;
+    let claimed = sqlx::query(
+        "UPDATE dead_letters SET status = 'redriven', updated_at = $2 WHERE id = $1 AND status = 'open'",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
     let row = sqlx::query("SELECT stage, source_id, status FROM dead_letters WHERE id = $1")
         .bind(id)
         .fetch_optional(&mut *tx)
@@ -364,7 +379,7 @@ pub async fn redrive_one(db: &Db, id: i64, actor: &Actor<'_>, now: i64) -> anyho
         .ok_or_else(|| anyhow::anyhow!("no dead letter {id}"))?;
     let (stage, source_id, status): (String, i64, String) =
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-    let outcome = if status != "open" {
+    let outcome = if !claimed {
         format!("skipped: status is {status}")
     } else {
         let table = match stage.as_str() {
@@ -375,24 +390,31 @@ pub async fn redrive_one(db: &Db, id: i64, actor: &Actor<'_>, now: i64) -> anyho
         // Same row, same keys: the item goes through the normal path again, with a fresh
         // retry budget.
         let requeued = sqlx::query(&format!(
-            "UPDATE {table} SET status = 'pending', next_attempt_at = $1, retries_base = attempts WHERE id = $2"
+            "UPDATE {table} SET status = 'pending', next_attempt_at = $1, retries_base = attempts \
+             WHERE id = $2 AND status = 'dead'"
         ))
         .bind(now)
         .bind(source_id)
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        if requeued == 0 {
-            format!("skipped: its {table} row {source_id} no longer exists (pruned)")
-        } else {
-            sqlx::query(
-                "UPDATE dead_letters SET status = 'redriven', updated_at = $2 WHERE id = $1",
-            )
-            .bind(id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        if requeued == 1 {
             "requeued".to_string()
+        } else {
+            // Leave the dead letter as it was: nothing was requeued.
+            sqlx::query("UPDATE dead_letters SET status = 'open' WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            let source: Option<String> =
+                sqlx::query_scalar(&format!("SELECT status FROM {table} WHERE id = $1"))
+                    .bind(source_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            match source {
+                None => format!("skipped: its {table} row {source_id} no longer exists (pruned)"),
+                Some(s) => format!("skipped: its {table} row {source_id} is {s}, not dead"),
+            }
         }
     };
     sqlx::query("INSERT INTO redrives (dead_letter_id, actor, reason, outcome, dry_run, at) VALUES ($1, $2, $3, $4, 0, $5)")

@@ -197,3 +197,16 @@ mod tests {
         assert_eq!(super::values_list(1, 3), "($1, $2, $3)");
     }
 }
+
+/// Commits, failing when the transaction can no longer commit. On PostgreSQL a statement
+/// that fails outside a savepoint aborts the whole transaction, and COMMIT then rolls back
+/// without an error: a group commit would report events as handled that were never
+/// written. A statement run first fails in an aborted transaction, which tells.
+pub async fn commit_checked(mut tx: sqlx::Transaction<'_, sqlx::Any>) -> anyhow::Result<()> {
+    if let Err(error) = sqlx::query("SELECT 1").execute(&mut *tx).await {
+        let _ = tx.rollback().await;
+        anyhow::bail!("the transaction was aborted and rolled back: {error}");
+    }
+    tx.commit().await?;
+    Ok(())
+}

@@ -90,6 +90,15 @@ pub struct AttemptRecord {
 }
 
 pub async fn record_attempt(db: &Db, item: &OutboxItem, a: &AttemptRecord) -> anyhow::Result<()> {
+    let mut conn = db.writer().acquire().await?;
+    insert_attempt(&mut conn, item, a).await
+}
+
+async fn insert_attempt(
+    conn: &mut sqlx::AnyConnection,
+    item: &OutboxItem,
+    a: &AttemptRecord,
+) -> anyhow::Result<()> {
     sqlx::query(
         "INSERT INTO outbox_attempts (outbox_id, attempt, started_at, duration_ms, status_code, error, \
          response_excerpt) VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -101,13 +110,21 @@ pub async fn record_attempt(db: &Db, item: &OutboxItem, a: &AttemptRecord) -> an
     .bind(a.status_code)
     .bind(&a.error)
     .bind(&a.response_excerpt)
-    .execute(db.writer())
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }
 
-/// Fenced: a relay whose lease expired cannot mark a row another relay now owns.
-pub async fn mark_delivered(db: &Db, item: &OutboxItem, now: i64) -> anyhow::Result<bool> {
+/// Logs the successful attempt and marks the row delivered in one transaction, so the log
+/// and the row never disagree. Fenced: a relay whose lease expired cannot mark a row
+/// another relay now owns (its attempt is still logged).
+pub async fn mark_delivered(
+    db: &Db,
+    item: &OutboxItem,
+    attempt: &AttemptRecord,
+    now: i64,
+) -> anyhow::Result<bool> {
+    let mut tx = db.writer().begin().await?;
     let done = sqlx::query(
         "UPDATE outbox SET status = 'delivered', delivered_at = $1, last_error = NULL \
          WHERE id = $2 AND attempts = $3 AND status = 'delivering'",
@@ -115,8 +132,10 @@ pub async fn mark_delivered(db: &Db, item: &OutboxItem, now: i64) -> anyhow::Res
     .bind(now)
     .bind(item.id)
     .bind(item.attempt)
-    .execute(db.writer())
+    .execute(&mut *tx)
     .await?;
+    insert_attempt(&mut tx, item, attempt).await?;
+    tx.commit().await?;
     Ok(done.rows_affected() == 1)
 }
 
