@@ -189,15 +189,6 @@ pub(crate) fn values_list(rows: usize, cols: usize) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn values_list_numbers_placeholders_row_major() {
-        assert_eq!(super::values_list(2, 2), "($1, $2), ($3, $4)");
-        assert_eq!(super::values_list(1, 3), "($1, $2, $3)");
-    }
-}
-
 /// Commits, failing when the transaction can no longer commit. On PostgreSQL a statement
 /// that fails outside a savepoint aborts the whole transaction, and COMMIT then rolls back
 /// without an error: a group commit would report events as handled that were never
@@ -209,4 +200,13 @@ pub async fn commit_checked(mut tx: sqlx::Transaction<'_, sqlx::Any>) -> anyhow:
     }
     tx.commit().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn values_list_numbers_placeholders_row_major() {
+        assert_eq!(super::values_list(2, 2), "($1, $2), ($3, $4)");
+        assert_eq!(super::values_list(1, 3), "($1, $2, $3)");
+    }
 }
