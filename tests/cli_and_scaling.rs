@@ -44,7 +44,20 @@ async fn order_show_and_events_list_print_the_documented_json(kind: Kind) {
     let order = cli(&app, &["order", "show", "order-cli", "--json"]);
     assert_eq!(order["order_id"], "order-cli");
     assert_eq!(order["status"], "refunded");
-    for key in ["effects", "stale_events", "ledger", "outbox", "deliveries"] {
+    assert_eq!(order["currency"], "EUR");
+    assert_eq!(order["amount_paid"], 4200);
+    assert_eq!(order["amount_refunded"], 4200);
+    assert_eq!(order["amount_disputed"], 0);
+    assert_eq!(order["net"], 0);
+    assert!(order["attention"].as_array().unwrap().is_empty());
+    for key in [
+        "facts",
+        "effects",
+        "stale_events",
+        "ledger",
+        "outbox",
+        "deliveries",
+    ] {
         assert!(order[key].is_array(), "{key} missing: {order}");
     }
     let effect = &order["effects"][0];

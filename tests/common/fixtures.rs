@@ -132,3 +132,134 @@ pub fn dispute_created(id: &str, pi: &str, dp: &str, amount: i64, created: i64) 
         }),
     )
 }
+
+/// The current API version of the fixtures below.
+pub const CURRENT_API: &str = "2025-03-31.basil";
+
+/// A refund event (`refund.created`, `refund.updated`, `refund.failed`,
+/// `charge.refund.updated`) at the current API version; `order` puts the order id in the
+/// refund's metadata, as integrations that create refunds through the API do.
+pub fn refund_event(
+    id: &str,
+    kind: &str,
+    pi: &str,
+    re: &str,
+    amount: i64,
+    status: &str,
+    order: Option<&str>,
+    created: i64,
+) -> Value {
+    let metadata = match order {
+        Some(o) => json!({"order_id": o}),
+        None => json!({}),
+    };
+    event(
+        id,
+        kind,
+        CURRENT_API,
+        created,
+        json!({
+            "id": re, "object": "refund", "amount": amount, "currency": "eur",
+            "charge": format!("ch_{pi}"), "payment_intent": pi, "status": status,
+            "reason": "requested_by_customer", "created": created, "metadata": metadata,
+        }),
+    )
+}
+
+/// `charge.refunded` at the current API version: the charge no longer embeds its refunds,
+/// only the running total `amount_refunded`.
+pub fn charge_refunded_total(
+    id: &str,
+    pi: &str,
+    order: &str,
+    amount: i64,
+    amount_refunded: i64,
+    created: i64,
+) -> Value {
+    event(
+        id,
+        "charge.refunded",
+        CURRENT_API,
+        created,
+        json!({
+            "id": format!("ch_{pi}"), "object": "charge", "amount": amount,
+            "amount_captured": amount, "amount_refunded": amount_refunded, "currency": "eur",
+            "payment_intent": pi, "refunded": amount_refunded == amount, "status": "succeeded",
+            "captured": true, "paid": true, "metadata": {"order_id": order},
+        }),
+    )
+}
+
+pub fn dispute_closed(
+    id: &str,
+    pi: &str,
+    dp: &str,
+    amount: i64,
+    status: &str,
+    created: i64,
+) -> Value {
+    event(
+        id,
+        "charge.dispute.closed",
+        CURRENT_API,
+        created,
+        json!({
+            "id": dp, "object": "dispute", "amount": amount, "currency": "eur",
+            "charge": format!("ch_{pi}"), "payment_intent": pi, "reason": "fraudulent",
+            "status": status, "metadata": {},
+        }),
+    )
+}
+
+/// A payment intent event of any type (`payment_intent.canceled`,
+/// `payment_intent.amount_capturable_updated`, …) at the current API version.
+pub fn payment_intent_event(
+    id: &str,
+    kind: &str,
+    pi: &str,
+    order: &str,
+    amount: i64,
+    created: i64,
+) -> Value {
+    let status = match kind {
+        "payment_intent.canceled" => "canceled",
+        "payment_intent.amount_capturable_updated" => "requires_capture",
+        "payment_intent.payment_failed" => "requires_payment_method",
+        _ => "succeeded",
+    };
+    event(
+        id,
+        kind,
+        CURRENT_API,
+        created,
+        json!({
+            "id": pi, "object": "payment_intent", "amount": amount, "amount_capturable": amount,
+            "amount_received": if status == "succeeded" { amount } else { 0 },
+            "currency": "eur", "status": status, "metadata": {"order_id": order},
+        }),
+    )
+}
+
+/// A Checkout Session event: Pix and boleto sessions complete unpaid and pay later.
+pub fn checkout_session(
+    id: &str,
+    kind: &str,
+    pi: &str,
+    order: &str,
+    amount: i64,
+    payment_status: &str,
+    created: i64,
+) -> Value {
+    event(
+        id,
+        kind,
+        CURRENT_API,
+        created,
+        json!({
+            "id": format!("cs_{pi}"), "object": "checkout.session", "amount_total": amount,
+            "currency": "brl", "client_reference_id": order, "mode": "payment",
+            "payment_intent": pi, "payment_method_types": ["pix"], "payment_status": payment_status,
+            "status": "complete", "metadata": {},
+        }),
+    )
+}
