@@ -139,6 +139,7 @@ pub const CURRENT_API: &str = "2025-03-31.basil";
 /// A refund event (`refund.created`, `refund.updated`, `refund.failed`,
 /// `charge.refund.updated`) at the current API version; `order` puts the order id in the
 /// refund's metadata, as integrations that create refunds through the API do.
+#[allow(clippy::too_many_arguments)]
 pub fn refund_event(
     id: &str,
     kind: &str,
