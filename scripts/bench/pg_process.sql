@@ -2,9 +2,10 @@
 -- (src/store/effects.rs) for a payment that applies, one event per transaction, one
 -- statement per round trip like the processor, without the Rust around it and without the
 -- claim (the processor claims inbox rows in batches before it):
---   INSERT processed_effects (the effect key, first) → INSERT orders ON CONFLICT (upsert)
---   → guarded UPDATE orders → INSERT order_ledger → INSERT outbox → INSERT payment_refs
---   → UPDATE inbox_events (file the event, fenced on the claim).
+--   INSERT processed_effects (the effect key, first) → INSERT orders with its final state
+--   (a new order) → INSERT order_facts (its one fact) → INSERT order_ledger → INSERT outbox
+--   twice (payment.recorded, order.paid) → INSERT payment_refs → UPDATE inbox_events (file
+--   the event, fenced on the claim).
 --
 -- It needs inbox rows to file: `oncehook bench` fills inbox_events with claimed rows
 -- (status 'processing', attempts 1, ids 1..N, the same ~2.6 KB body) and creates the
@@ -22,23 +23,27 @@ VALUES (encode(sha256(convert_to('pay|ord_' || CAST(:r AS text) || '|pi_' || CAS
     'pay', 'ord_' || CAST(:r AS text), 'pi_' || CAST(:r AS text), 'stripe',
     'evt_' || CAST(:inbox_id AS text), 'applied', :now_ms)
 ON CONFLICT (effect_key) DO NOTHING RETURNING effect_key \gset
-INSERT INTO orders (order_id, status, currency, created_at, updated_at)
-VALUES ('ord_' || CAST(:r AS text), 'pending', 'EUR', :now_ms, :now_ms)
+INSERT INTO orders (order_id, status, currency, amount_paid, amount_refunded, amount_disputed,
+    attention, last_event_at, last_event_id, created_at, updated_at)
+VALUES ('ord_' || CAST(:r AS text), 'paid', 'EUR', 4200, 0, 0, CAST(NULL AS text), :occurred,
+    'evt_' || CAST(:inbox_id AS text), :now_ms, :now_ms)
 ON CONFLICT (order_id) DO NOTHING;
-UPDATE orders SET status = 'paid', last_event_at = :occurred, last_sequence = CAST(NULL AS bigint),
-    last_rank = 4, last_event_id = 'evt_' || CAST(:inbox_id AS text),
-    currency = COALESCE('EUR', currency), updated_at = :now_ms
-WHERE order_id = 'ord_' || CAST(:r AS text)
-    AND status IN ('pending', 'authorized', 'paid', 'settled', 'refunded', 'disputed', 'failed', 'canceled')
-    AND (last_event_at IS NULL OR last_event_at < :occurred OR (last_event_at = :occurred AND (
-        (last_sequence IS NOT NULL AND CAST(NULL AS bigint) IS NOT NULL AND last_sequence <> CAST(NULL AS bigint)
-            AND last_sequence < CAST(NULL AS bigint))
-        OR ((last_sequence IS NULL OR CAST(NULL AS bigint) IS NULL OR last_sequence = CAST(NULL AS bigint))
-            AND last_rank < 4))));
+INSERT INTO order_facts (kind, resource_id, parent_ref, state, at_ms, sequence, rank, amount,
+    money_seen, canceled_at, class, order_id, provider, event_id, created_at, updated_at)
+VALUES ('payment', 'pi_' || CAST(:r AS text), CAST(NULL AS text), 'pay', :occurred,
+    CAST(NULL AS bigint), 4, 4200, 1, CAST(NULL AS bigint), 1, 'ord_' || CAST(:r AS text),
+    'stripe', 'evt_' || CAST(:inbox_id AS text), :now_ms, :now_ms)
+ON CONFLICT (order_id, kind, resource_id) DO NOTHING;
 INSERT INTO order_ledger (order_id, transition, status_after, amount, currency, external_ref,
-    effect_key, provider, event_id, occurred_at, recorded_at)
+    effect_key, provider, event_id, occurred_at, recorded_at, entry, group_ref, counted)
 VALUES ('ord_' || CAST(:r AS text), 'pay', 'paid', 4200, 'EUR', 'pi_' || CAST(:r AS text),
-    :effect_key, 'stripe', 'evt_' || CAST(:inbox_id AS text), :occurred, :now_ms);
+    :effect_key, 'stripe', 'evt_' || CAST(:inbox_id AS text), :occurred, :now_ms, 'payment',
+    CAST(NULL AS text), 4200);
+INSERT INTO outbox (idempotency_key, effect_key, order_id, topic, sink, payload,
+    correlation_id, status, next_attempt_at, created_at)
+VALUES (encode(sha256(convert_to(:effect_key || '|log|payment.recorded', 'UTF8')), 'hex'), :effect_key,
+    'ord_' || CAST(:r AS text), 'payment.recorded', 'log', :payload, 'corr_' || CAST(:r AS text),
+    'pending', :now_ms, :now_ms);
 INSERT INTO outbox (idempotency_key, effect_key, order_id, topic, sink, payload,
     correlation_id, status, next_attempt_at, created_at)
 VALUES (encode(sha256(convert_to(:effect_key || '|log|order.paid', 'UTF8')), 'hex'), :effect_key,

@@ -241,13 +241,6 @@ pub async fn sqlite_processing(
         tx.commit().await?;
     }
     let payload = outbox_payload();
-    let guard = "UPDATE orders SET status = $2, last_event_at = $3, last_sequence = $4, \
-        last_rank = $5, last_event_id = $6, currency = COALESCE($7, currency), updated_at = $8 \
-        WHERE order_id = $1 AND status IN ('pending', 'authorized', 'paid', 'settled', \
-        'refunded', 'disputed', 'failed', 'canceled') \
-        AND (last_event_at IS NULL OR last_event_at < $3 OR (last_event_at = $3 AND ( \
-        (last_sequence IS NOT NULL AND $4 IS NOT NULL AND last_sequence <> $4 AND last_sequence < $4) \
-        OR ((last_sequence IS NULL OR $4 IS NULL OR last_sequence = $4) AND last_rank < $5))))";
     let occurred: i64 = 1_718_900_000_000;
     let start = Instant::now();
     let mut id: i64 = 0;
@@ -272,30 +265,38 @@ pub async fn sqlite_processing(
         .fetch_optional(&mut *tx)
         .await?;
         anyhow::ensure!(won.is_some(), "effect keys are fresh");
+        // A new order is written with its final state; its one fact beside it.
         sqlx::query(
-            "INSERT INTO orders (order_id, status, currency, created_at, updated_at) \
-             VALUES ($1, 'pending', $2, $3, $3) ON CONFLICT (order_id) DO NOTHING",
+            "INSERT INTO orders (order_id, status, currency, amount_paid, amount_refunded, \
+             amount_disputed, attention, last_event_at, last_event_id, created_at, updated_at) \
+             VALUES ($1, 'paid', 'EUR', 4200, 0, 0, NULL, $2, $3, $4, $4) \
+             ON CONFLICT (order_id) DO NOTHING",
         )
         .bind(&order)
-        .bind("EUR")
+        .bind(occurred)
+        .bind(&event)
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(guard)
-            .bind(&order)
-            .bind("paid")
-            .bind(occurred)
-            .bind(None::<i64>)
-            .bind(4i64)
-            .bind(&event)
-            .bind("EUR")
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO order_facts (kind, resource_id, parent_ref, state, at_ms, sequence, \
+             rank, amount, money_seen, canceled_at, class, order_id, provider, event_id, \
+             created_at, updated_at) VALUES ('payment', $1, NULL, 'pay', $2, NULL, 4, 4200, 1, \
+             NULL, 1, $3, 'stripe', $4, $5, $5) ON CONFLICT (order_id, kind, resource_id) DO NOTHING",
+        )
+        .bind(&pi)
+        .bind(occurred)
+        .bind(&order)
+        .bind(&event)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
         sqlx::query(
             "INSERT INTO order_ledger (order_id, transition, status_after, amount, currency, \
-             external_ref, effect_key, provider, event_id, occurred_at, recorded_at) \
-             VALUES ($1, 'pay', 'paid', 4200, 'EUR', $2, $3, 'stripe', $4, $5, $6)",
+             external_ref, effect_key, provider, event_id, occurred_at, recorded_at, entry, \
+             group_ref, counted) \
+             VALUES ($1, 'pay', 'paid', 4200, 'EUR', $2, $3, 'stripe', $4, $5, $6, 'payment', \
+             NULL, 4200)",
         )
         .bind(&order)
         .bind(&pi)
@@ -305,19 +306,23 @@ pub async fn sqlite_processing(
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
-            "INSERT INTO outbox (idempotency_key, effect_key, order_id, topic, sink, payload, \
-             correlation_id, status, next_attempt_at, created_at) \
-             VALUES ($1, $2, $3, 'order.paid', 'log', $4, $5, 'pending', $6, $6)",
-        )
-        .bind(hex::encode(Sha256::digest(format!("{key}|log|order.paid"))))
-        .bind(&key)
-        .bind(&order)
-        .bind(&payload)
-        .bind(format!("corr_{id}"))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        // Two messages: the fact (payment.recorded) and the status change (order.paid).
+        for topic in ["payment.recorded", "order.paid"] {
+            sqlx::query(
+                "INSERT INTO outbox (idempotency_key, effect_key, order_id, topic, sink, payload, \
+                 correlation_id, status, next_attempt_at, created_at) \
+                 VALUES ($1, $2, $3, $4, 'log', $5, $6, 'pending', $7, $7)",
+            )
+            .bind(hex::encode(Sha256::digest(format!("{key}|log|{topic}"))))
+            .bind(&key)
+            .bind(&order)
+            .bind(topic)
+            .bind(&payload)
+            .bind(format!("corr_{id}"))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
         sqlx::query(
             "INSERT INTO payment_refs (provider, reference, order_id) VALUES ('stripe', $1, $2) \
              ON CONFLICT (provider, reference) DO NOTHING",

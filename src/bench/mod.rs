@@ -853,7 +853,8 @@ async fn processing(
     let ledger = count(&workers.db, "SELECT COUNT(*) FROM order_ledger").await?;
     workers.shutdown().await?;
     let n = ctx.events as i64;
-    let ok = drained && applied == n && effects == n && outbox == n && ledger == n;
+    // Each event pays a new order: a payment.recorded and an order.paid message.
+    let ok = drained && applied == n && effects == n && outbox == 2 * n && ledger == n;
     Ok(Processing {
         events: ctx.events,
         elapsed,

@@ -184,21 +184,7 @@ struct OrderBefore {
     last_event_at: Option<i64>,
 }
 
-async fn lock_order(
-    tx: &mut Transaction<'_, Any>,
-    order_id: &str,
-    currency: Option<&str>,
-    now: i64,
-) -> anyhow::Result<OrderBefore> {
-    sqlx::query(
-        "INSERT INTO orders (order_id, status, currency, created_at, updated_at) \
-         VALUES ($1, 'pending', $2, $3, $3) ON CONFLICT (order_id) DO NOTHING",
-    )
-    .bind(order_id)
-    .bind(currency)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
+async fn lock_order(tx: &mut Transaction<'_, Any>, order_id: &str) -> anyhow::Result<OrderBefore> {
     // The row lock serialises every event of this order (PostgreSQL; SQLite has one
     // writer): the projection and the ledger plan below see all earlier facts.
     let lock = if tx.backend_name() == "PostgreSQL" {
@@ -414,24 +400,58 @@ pub async fn apply(
         });
     }
 
-    let before = lock_order(&mut tx, order_id, event.currency.as_deref(), now).await?;
-    if let (Some(order), Some(theirs)) = (&before.currency, &event.currency) {
-        if order != theirs {
-            tx.rollback().await?;
-            return Ok(EffectOutcome::Mismatch {
-                key: key.to_string(),
-                reason: format!(
-                    "currency mismatch: order {order_id} is in {order}, the event in {theirs}"
-                ),
-            });
-        }
-    }
-
+    // A new order (the common case: its first event) is written with its final state in
+    // one INSERT, and its facts are just this one; otherwise lock it and read them all.
     let change = change_of(event);
-    let update = record_change(&mut tx, claim, order_id, &change, now).await?;
-    let facts = load_facts(&mut tx, order_id).await?;
-    let projection = project(&facts);
-    let existing = load_entries(&mut tx, order_id).await?;
+    let first_fact = vec![Fact::new(&change)];
+    let fresh = project(&first_fact);
+    let created = sqlx::query(
+        "INSERT INTO orders (order_id, status, currency, amount_paid, amount_refunded, \
+         amount_disputed, attention, last_event_at, last_event_id, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (order_id) DO NOTHING",
+    )
+    .bind(order_id)
+    .bind(fresh.status.as_str())
+    .bind(&event.currency)
+    .bind(fresh.totals.paid)
+    .bind(fresh.totals.refunded)
+    .bind(fresh.totals.disputed)
+    .bind(attention_json(&fresh)?)
+    .bind(event.occurred_at_ms)
+    .bind(&claim.event_id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    let (before, update, facts, existing) = if created {
+        let before = OrderBefore {
+            status: OrderStatus::Pending,
+            currency: None,
+            last_event_at: None,
+            totals: Totals::default(),
+        };
+        let update = record_change(&mut tx, claim, order_id, &change, now).await?;
+        (before, update, first_fact, Vec::new())
+    } else {
+        let before = lock_order(&mut tx, order_id).await?;
+        if let (Some(order), Some(theirs)) = (&before.currency, &event.currency) {
+            if order != theirs {
+                tx.rollback().await?;
+                return Ok(EffectOutcome::Mismatch {
+                    key: key.to_string(),
+                    reason: format!(
+                        "currency mismatch: order {order_id} is in {order}, the event in {theirs}"
+                    ),
+                });
+            }
+        }
+        let update = record_change(&mut tx, claim, order_id, &change, now).await?;
+        let facts = load_facts(&mut tx, order_id).await?;
+        let existing = load_entries(&mut tx, order_id).await?;
+        (before, update, facts, existing)
+    };
+    let projection = if created { fresh } else { project(&facts) };
     let entries = plan_entries(&facts, &existing);
 
     let ctx = Written {
@@ -446,31 +466,30 @@ pub async fn apply(
     for entry in &entries {
         write_entry(&mut tx, &ctx, entry).await?;
     }
-    let newest = before
-        .last_event_at
-        .map_or(event.occurred_at_ms, |b| b.max(event.occurred_at_ms));
-    let attention = (!projection.attention.is_empty())
-        .then(|| serde_json::to_string(&projection.attention))
-        .transpose()?;
-    sqlx::query(
-        "UPDATE orders SET status = $2, amount_paid = $3, amount_refunded = $4, \
-         amount_disputed = $5, attention = $6, last_event_at = $7, \
-         last_event_id = CASE WHEN $8 = 1 THEN $9 ELSE last_event_id END, \
-         currency = COALESCE(currency, $10), updated_at = $11 WHERE order_id = $1",
-    )
-    .bind(order_id)
-    .bind(projection.status.as_str())
-    .bind(projection.totals.paid)
-    .bind(projection.totals.refunded)
-    .bind(projection.totals.disputed)
-    .bind(attention)
-    .bind(newest)
-    .bind(i64::from(event.occurred_at_ms >= newest))
-    .bind(&claim.event_id)
-    .bind(&event.currency)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?;
+    if !created {
+        let newest = before
+            .last_event_at
+            .map_or(event.occurred_at_ms, |b| b.max(event.occurred_at_ms));
+        sqlx::query(
+            "UPDATE orders SET status = $2, amount_paid = $3, amount_refunded = $4, \
+             amount_disputed = $5, attention = $6, last_event_at = $7, \
+             last_event_id = CASE WHEN $8 = 1 THEN $9 ELSE last_event_id END, \
+             currency = COALESCE(currency, $10), updated_at = $11 WHERE order_id = $1",
+        )
+        .bind(order_id)
+        .bind(projection.status.as_str())
+        .bind(projection.totals.paid)
+        .bind(projection.totals.refunded)
+        .bind(projection.totals.disputed)
+        .bind(attention_json(&projection)?)
+        .bind(newest)
+        .bind(i64::from(event.occurred_at_ms >= newest))
+        .bind(&claim.event_id)
+        .bind(&event.currency)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
     if projection.status != before.status {
         write_status_message(&mut tx, &ctx, &key, before.status).await?;
     }
@@ -549,6 +568,12 @@ pub async fn apply(
     }
     tx.commit().await?;
     Ok(outcome)
+}
+
+fn attention_json(p: &Projection) -> anyhow::Result<Option<String>> {
+    Ok((!p.attention.is_empty())
+        .then(|| serde_json::to_string(&p.attention))
+        .transpose()?)
 }
 
 fn with_money_note(reason: String, entries: &[Entry]) -> String {
