@@ -528,6 +528,15 @@ async fn close(
 
 fn print_order(view: &read::OrderView) {
     println!("order {}: {}", view.order_id, view.status);
+    println!("  why: {}", view.why);
+    let currency = view.currency.as_deref().unwrap_or("");
+    println!(
+        "  paid {} {currency} · refunded {} · disputed {} · net {}",
+        view.amount_paid, view.amount_refunded, view.amount_disputed, view.net
+    );
+    for a in &view.attention {
+        println!("  attention: {a}");
+    }
     println!(
         "  updated {}  (last event {})",
         view.updated_at,
@@ -540,6 +549,19 @@ fn print_order(view: &read::OrderView) {
             e.applied_at, e.transition, e.external_ref, e.event_id, e.outcome
         );
     }
+    println!("facts:");
+    for f in &view.facts {
+        println!(
+            "  {} {:<8} {:<24} {:<16} {}",
+            f.at,
+            f.kind,
+            f.resource_id,
+            f.state,
+            f.amount
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "-".into())
+        );
+    }
     println!("ledger:");
     for l in &view.ledger {
         let amount = l
@@ -547,11 +569,13 @@ fn print_order(view: &read::OrderView) {
             .map(|a| a.to_string())
             .unwrap_or_else(|| "-".into());
         println!(
-            "  {} {:<9} {} {} -> {}",
+            "  {} {:<16} {:<24} {} {} counted {:+} -> {}",
             l.occurred_at,
-            l.transition,
+            l.entry,
+            l.external_ref,
             amount,
             l.currency.as_deref().unwrap_or(""),
+            l.counted,
             l.status_after
         );
     }

@@ -49,6 +49,14 @@ async fn order_show_and_events_list_print_the_documented_json(kind: Kind) {
     assert_eq!(order["amount_refunded"], 4200);
     assert_eq!(order["amount_disputed"], 0);
     assert_eq!(order["net"], 0);
+    assert!(
+        order["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("refunded: 4200 of 4200 refunded by the charge's refunded total"),
+        "{}",
+        order["why"]
+    );
     assert!(order["attention"].as_array().unwrap().is_empty());
     for key in [
         "facts",

@@ -312,6 +312,92 @@ pub fn project(facts: &[Fact]) -> Projection {
     }
 }
 
+/// One sentence that answers "why is this order in this status", built from the facts (never
+/// free text): which facts set the status, when, and what needs attention.
+pub fn explain(facts: &[Fact], p: &Projection) -> String {
+    let when = |f: &Fact| crate_time(f.stamp.at_ms);
+    let named = |kind: ResourceKind, pred: &dyn Fn(&Fact) -> bool| -> Vec<String> {
+        let mut list: Vec<&Fact> = facts.iter().filter(|f| f.kind == kind && pred(f)).collect();
+        list.sort_by_key(|f| f.stamp.at_ms);
+        list.iter()
+            .map(|f| format!("{} ({}, {})", f.resource_id, f.amount.unwrap_or(0), when(f)))
+            .collect()
+    };
+    let payments = named(ResourceKind::Payment, &|f| f.state.holds_money());
+    let paid_by = if payments.is_empty() {
+        "no payment known yet".to_string()
+    } else {
+        format!("paid {} by {}", p.totals.paid, payments.join(", "))
+    };
+    let t = p.totals;
+    let mut sentence = match p.status {
+        OrderStatus::Disputed => format!(
+            "disputed: {} withdrawn by {}; {paid_by}",
+            t.disputed,
+            named(ResourceKind::Dispute, &|f| f.money_seen
+                && f.state != Transition::DisputeWon)
+            .join(", ")
+        ),
+        OrderStatus::Refunded | OrderStatus::PartiallyRefunded => {
+            let refunds = named(ResourceKind::Refund, &|f| f.state == Transition::Refund);
+            let observed = facts
+                .iter()
+                .any(|f| f.kind == ResourceKind::RefundTotal && f.amount.unwrap_or(0) > 0);
+            let by = match (refunds.is_empty(), observed) {
+                (false, true) => format!("{} and the charge's refunded total", refunds.join(", ")),
+                (false, false) => refunds.join(", "),
+                (true, _) => "the charge's refunded total".to_string(),
+            };
+            format!(
+                "{}: {} of {} refunded by {by}; {paid_by}",
+                p.status.as_str().replace('_', " "),
+                t.refunded,
+                t.paid
+            )
+        }
+        OrderStatus::Settled | OrderStatus::Paid => {
+            format!("{}: {paid_by}", p.status.as_str())
+        }
+        OrderStatus::Authorized | OrderStatus::Failed | OrderStatus::Canceled => {
+            let latest = facts
+                .iter()
+                .filter(|f| f.kind == ResourceKind::Payment && !f.state.holds_money())
+                .max_by_key(|f| (f.stamp.at_ms, f.state.rank()));
+            match latest {
+                Some(f) => format!(
+                    "{}: {} {} at {}, the newest news about a payment",
+                    p.status.as_str(),
+                    f.resource_id,
+                    f.state.as_str(),
+                    when(f)
+                ),
+                None => p.status.as_str().to_string(),
+            }
+        }
+        OrderStatus::Pending => "pending: nothing has happened to a payment yet".to_string(),
+    };
+    let reversed = named(ResourceKind::Refund, &|f| {
+        f.money_seen
+            && matches!(
+                f.state,
+                Transition::RefundFailed | Transition::RefundCanceled
+            )
+    });
+    if !reversed.is_empty() {
+        sentence.push_str(&format!("; reversed refunds: {}", reversed.join(", ")));
+    }
+    let won = named(ResourceKind::Dispute, &|f| {
+        f.state == Transition::DisputeWon
+    });
+    if !won.is_empty() {
+        sentence.push_str(&format!("; disputes won: {}", won.join(", ")));
+    }
+    for a in &p.attention {
+        sentence.push_str(&format!("; attention: {a}"));
+    }
+    sentence
+}
+
 /// What a ledger entry records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -758,6 +844,33 @@ mod tests {
             change(Fail, "pi_1", 700, 100),
         ]);
         assert!(matches!(updates[1], Update::Refused(_)));
+    }
+
+    #[test]
+    fn the_why_sentence_names_the_facts_that_set_the_status() {
+        let (f, _, _) = run(&[
+            change(Pay, "pi_1", 600, 100),
+            change(Refund, "re_1", 720, 100),
+        ]);
+        let why = explain(&f.facts, &project(&f.facts));
+        assert!(
+            why.starts_with("refunded: 100 of 100 refunded by re_1 (100, 1970-01-01 00:12:00)"),
+            "{why}"
+        );
+        assert!(
+            why.contains("paid 100 by pi_1 (100, 1970-01-01 00:10:00)"),
+            "{why}"
+        );
+        let (f, _, _) = run(&[
+            change(Authorize, "pi_1", 600, 100),
+            change(Cancel, "pi_1", 600, 100),
+        ]);
+        let why = explain(&f.facts, &project(&f.facts));
+        assert!(why.starts_with("canceled: pi_1 cancel at"), "{why}");
+        let (f, _, _) = run(&[change(Refund, "re_1", 720, 100)]);
+        let why = explain(&f.facts, &project(&f.facts));
+        assert!(why.contains("no payment known yet"), "{why}");
+        assert!(why.contains("attention: refund_exceeds_paid"), "{why}");
     }
 
     #[test]

@@ -196,6 +196,8 @@ pub struct FactRow {
 pub struct OrderView {
     pub order_id: String,
     pub status: String,
+    /// One sentence built from the facts: why the order is in this status.
+    pub why: String,
     pub currency: Option<String>,
     /// Money totals in minor units of `currency`, derived from the facts.
     pub amount_paid: i64,
@@ -381,6 +383,11 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
     })
     .collect::<Result<_, sqlx::Error>>()?;
 
+    let why = {
+        let mut conn = pool.acquire().await?;
+        let facts = super::effects::load_facts(&mut conn, order_id).await?;
+        crate::domain::money::explain(&facts, &crate::domain::project(&facts))
+    };
     let paid: i64 = order.try_get("amount_paid")?;
     let refunded: i64 = order.try_get("amount_refunded")?;
     let disputed: i64 = order.try_get("amount_disputed")?;
@@ -388,6 +395,7 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
     Ok(Some(OrderView {
         order_id: order.try_get("order_id")?,
         status: order.try_get("status")?,
+        why,
         currency: order.try_get("currency")?,
         amount_paid: paid,
         amount_refunded: refunded,
