@@ -11,13 +11,28 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlertSettings {
     /// Where to POST alerts (Slack incoming webhook or compatible); none: log only.
     pub webhook_url: Option<String>,
     /// At most one post per this many seconds; the rest is summarised.
     pub min_interval_secs: u64,
+}
+
+impl std::fmt::Debug for AlertSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlertSettings")
+            .field(
+                "webhook_url",
+                &self
+                    .webhook_url
+                    .as_deref()
+                    .map(crate::config::redact_url_path),
+            )
+            .field("min_interval_secs", &self.min_interval_secs)
+            .finish()
+    }
 }
 
 impl Default for AlertSettings {

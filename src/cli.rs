@@ -64,6 +64,18 @@ pub enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
+    /// The configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Validate the configuration (file, ONCEHOOK_* variables, flags) as `serve` would and
+    /// print the effective settings as TOML, secrets redacted.
+    Check,
 }
 
 #[derive(Subcommand, Debug)]
@@ -267,6 +279,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             server.run_until_signal().await
         }
         Command::Bench(args) => crate::bench::run(args, &cli.common).await,
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => {
+            let settings = cli.common.settings(None)?;
+            settings.check()?;
+            print!("{}", settings.to_redacted_toml()?);
+            eprintln!("configuration is valid");
+            Ok(())
+        }
         Command::Dlq { command } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;
@@ -581,18 +602,9 @@ fn print_order(view: &read::OrderView) {
     }
 }
 
-/// Never print a database password.
+/// Never print a database password (see `config::redact_url`).
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
+    crate::config::redact_url(url)
 }
 
 #[cfg(test)]

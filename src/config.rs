@@ -15,14 +15,23 @@ use crate::mapping::{self, EventRule, Mapping};
 use crate::retry::RetryPolicy;
 use crate::signature::{SchemeKind, Verifier};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// `sqlite://data/oncehook.db` (default) or `postgres://…`.
     pub database_url: String,
     /// Where the SQLite file and the generated development secret live.
     pub data_dir: PathBuf,
+    /// The webhook address (providers must reach it). Without `admin_listen` it serves the
+    /// dashboard too, which is then only allowed on a loopback address.
     pub listen: SocketAddr,
+    /// The dashboard, its API, health and metrics on their own address; `listen` then
+    /// serves webhooks only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<SocketAddr>,
+    /// HTTP server limits and timeouts.
+    pub server: ServerSettings,
+    pub log: LogSettings,
     /// The built dashboard assets (`target/site` after scripts/build-frontend.sh).
     pub site_root: PathBuf,
     pub providers: Vec<ProviderSettings>,
@@ -36,7 +45,7 @@ pub struct Settings {
     pub retention: RetentionSettings,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSettings {
     pub name: String,
@@ -54,6 +63,52 @@ pub struct ProviderSettings {
 
 fn default_tolerance() -> u64 {
     300
+}
+
+impl std::fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderSettings")
+            .field("name", &self.name)
+            .field("scheme", &self.scheme)
+            .field(
+                "secrets",
+                &format_args!("[{} {REDACTED}]", self.secrets.len()),
+            )
+            .field("tolerance_secs", &self.tolerance_secs)
+            .field("mapping", &self.mapping)
+            .field("events", &self.events)
+            .finish()
+    }
+}
+
+/// Limits and timeouts of the HTTP server (both listeners).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    /// A client must send its request headers within this (slowloris guard).
+    pub header_read_timeout_ms: u64,
+    /// A request body must arrive within this.
+    pub body_timeout_ms: u64,
+    /// A whole request, body and answer included, must finish within this.
+    pub request_timeout_ms: u64,
+    /// Open connections per listener; more wait in the accept queue.
+    pub max_connections: usize,
+    /// Requests handled at once per listener; beyond that 503 with `Retry-After`.
+    pub max_in_flight: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    /// `text` (default) or `json` (one JSON object per line, for log shippers).
+    pub format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -140,16 +195,15 @@ pub struct RelaySettings {
     pub retry: RetryPolicy,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A named sink: its kind with the kind's own keys, plus the keys every kind has. In a
+/// file it is one flat table (`[sinks.NAME] kind = "http"`, `url = …`, `concurrency = …`).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SinkTable", into = "SinkTable")]
 pub struct SinkSettings {
-    #[serde(flatten)]
     pub kind: SinkKind,
     /// Deliveries in flight at once through this sink.
-    #[serde(default = "default_concurrency")]
     pub concurrency: usize,
     /// Most deliveries per second through this sink (none: unlimited).
-    #[serde(default)]
     pub rate_per_sec: Option<f64>,
 }
 
@@ -157,8 +211,8 @@ fn default_concurrency() -> usize {
     4
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum SinkKind {
     /// Writes the message to the log (development).
     Log,
@@ -189,6 +243,201 @@ pub enum SinkKind {
         timeout_ms: u64,
     },
 }
+
+/// The file form of a sink. serde's `flatten` cannot be combined with
+/// `deny_unknown_fields`, so every variant carries the common keys itself: an internally
+/// tagged enum whose variants each refuse unknown keys.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+enum SinkTable {
+    Log {
+        #[serde(default = "default_concurrency")]
+        concurrency: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_per_sec: Option<f64>,
+    },
+    Http {
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secret: Option<String>,
+        #[serde(default = "default_http_timeout")]
+        timeout_ms: u64,
+        #[serde(default = "default_concurrency")]
+        concurrency: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_per_sec: Option<f64>,
+    },
+    Email {
+        smtp_host: String,
+        #[serde(default = "default_smtp_port")]
+        smtp_port: u16,
+        #[serde(default = "default_smtp_security")]
+        security: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        username: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        password: Option<String>,
+        from: String,
+        to: String,
+        #[serde(default = "default_http_timeout")]
+        timeout_ms: u64,
+        #[serde(default = "default_concurrency")]
+        concurrency: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_per_sec: Option<f64>,
+    },
+}
+
+impl From<SinkTable> for SinkSettings {
+    fn from(table: SinkTable) -> Self {
+        let (kind, concurrency, rate_per_sec) = match table {
+            SinkTable::Log {
+                concurrency,
+                rate_per_sec,
+            } => (SinkKind::Log, concurrency, rate_per_sec),
+            SinkTable::Http {
+                url,
+                secret,
+                timeout_ms,
+                concurrency,
+                rate_per_sec,
+            } => (
+                SinkKind::Http {
+                    url,
+                    secret,
+                    timeout_ms,
+                },
+                concurrency,
+                rate_per_sec,
+            ),
+            SinkTable::Email {
+                smtp_host,
+                smtp_port,
+                security,
+                username,
+                password,
+                from,
+                to,
+                timeout_ms,
+                concurrency,
+                rate_per_sec,
+            } => (
+                SinkKind::Email {
+                    smtp_host,
+                    smtp_port,
+                    security,
+                    username,
+                    password,
+                    from,
+                    to,
+                    timeout_ms,
+                },
+                concurrency,
+                rate_per_sec,
+            ),
+        };
+        SinkSettings {
+            kind,
+            concurrency,
+            rate_per_sec,
+        }
+    }
+}
+
+impl From<SinkSettings> for SinkTable {
+    fn from(s: SinkSettings) -> Self {
+        let (concurrency, rate_per_sec) = (s.concurrency, s.rate_per_sec);
+        match s.kind {
+            SinkKind::Log => SinkTable::Log {
+                concurrency,
+                rate_per_sec,
+            },
+            SinkKind::Http {
+                url,
+                secret,
+                timeout_ms,
+            } => SinkTable::Http {
+                url,
+                secret,
+                timeout_ms,
+                concurrency,
+                rate_per_sec,
+            },
+            SinkKind::Email {
+                smtp_host,
+                smtp_port,
+                security,
+                username,
+                password,
+                from,
+                to,
+                timeout_ms,
+            } => SinkTable::Email {
+                smtp_host,
+                smtp_port,
+                security,
+                username,
+                password,
+                from,
+                to,
+                timeout_ms,
+                concurrency,
+                rate_per_sec,
+            },
+        }
+    }
+}
+
+impl std::fmt::Debug for SinkSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkSettings")
+            .field("kind", &self.kind)
+            .field("concurrency", &self.concurrency)
+            .field("rate_per_sec", &self.rate_per_sec)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for SinkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SinkKind::Log => f.write_str("Log"),
+            SinkKind::Http {
+                url,
+                secret,
+                timeout_ms,
+            } => f
+                .debug_struct("Http")
+                .field("url", &redact_url(url))
+                .field("secret", &secret.as_ref().map(|_| REDACTED))
+                .field("timeout_ms", timeout_ms)
+                .finish(),
+            SinkKind::Email {
+                smtp_host,
+                smtp_port,
+                security,
+                username,
+                password,
+                from,
+                to,
+                timeout_ms,
+            } => f
+                .debug_struct("Email")
+                .field("smtp_host", smtp_host)
+                .field("smtp_port", smtp_port)
+                .field("security", security)
+                .field("username", username)
+                .field("password", &password.as_ref().map(|_| REDACTED))
+                .field("from", from)
+                .field("to", to)
+                .field("timeout_ms", timeout_ms)
+                .finish(),
+        }
+    }
+}
+
+/// What secrets are replaced with wherever settings are shown.
+pub const REDACTED: &str = "<redacted>";
 
 fn default_http_timeout() -> u64 {
     10_000
@@ -230,6 +479,17 @@ impl Default for Settings {
             database_url: "sqlite://data/oncehook.db".into(),
             data_dir: "data".into(),
             listen: "127.0.0.1:8080".parse().expect("valid default address"),
+            admin_listen: None,
+            server: ServerSettings {
+                header_read_timeout_ms: 10_000,
+                body_timeout_ms: 30_000,
+                request_timeout_ms: 60_000,
+                max_connections: 512,
+                max_in_flight: 1_024,
+            },
+            log: LogSettings {
+                format: LogFormat::Text,
+            },
             site_root: "target/site".into(),
             providers: vec![],
             receiver: ReceiverSettings {
@@ -295,10 +555,13 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
 }
 
-const TOP_LEVEL_KEYS: [&str; 12] = [
+const TOP_LEVEL_KEYS: [&str; 15] = [
     "database_url",
     "data_dir",
     "listen",
+    "admin_listen",
+    "server",
+    "log",
     "site_root",
     "providers",
     "receiver",
@@ -364,6 +627,47 @@ impl Settings {
         Ok(())
     }
 
+    /// Everything `serve` checks before it touches the database or the network: the
+    /// cross-field rules, and every provider and sink built as `serve` builds them.
+    pub fn check(&self) -> anyhow::Result<()> {
+        self.validate()?;
+        Providers::build(&self.providers)?;
+        crate::relay::sinks::Sinks::build(&self.sinks)?;
+        Ok(())
+    }
+
+    /// A copy safe to print: secrets, passwords and credentials replaced.
+    pub fn redacted(&self) -> Settings {
+        let mut s = self.clone();
+        s.database_url = redact_url(&s.database_url);
+        for p in &mut s.providers {
+            p.secrets = p.secrets.iter().map(|_| REDACTED.to_string()).collect();
+        }
+        for sink in s.sinks.values_mut() {
+            match &mut sink.kind {
+                SinkKind::Log => {}
+                SinkKind::Http { url, secret, .. } => {
+                    *url = redact_url(url);
+                    if let Some(secret) = secret {
+                        *secret = REDACTED.into();
+                    }
+                }
+                SinkKind::Email { password, .. } => {
+                    if let Some(password) = password {
+                        *password = REDACTED.into();
+                    }
+                }
+            }
+        }
+        s.alerts.webhook_url = s.alerts.webhook_url.as_deref().map(redact_url_path);
+        s
+    }
+
+    /// The effective settings as TOML, secrets redacted (`oncehook config check`).
+    pub fn to_redacted_toml(&self) -> anyhow::Result<String> {
+        Ok(toml::to_string_pretty(&self.redacted())?)
+    }
+
     pub fn is_sqlite(&self) -> bool {
         self.database_url.starts_with("sqlite:")
     }
@@ -398,6 +702,92 @@ impl Settings {
             events: BTreeMap::new(),
         });
         Ok(Some(secret))
+    }
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.redacted();
+        f.debug_struct("Settings")
+            .field("database_url", &s.database_url)
+            .field("data_dir", &s.data_dir)
+            .field("listen", &s.listen)
+            .field("admin_listen", &s.admin_listen)
+            .field("server", &s.server)
+            .field("log", &s.log)
+            .field("site_root", &s.site_root)
+            .field("providers", &s.providers)
+            .field("receiver", &s.receiver)
+            .field("processor", &s.processor)
+            .field("outbox", &s.outbox)
+            .field("sinks", &s.sinks)
+            .field("dead_letters", &s.dead_letters)
+            .field("alerts", &s.alerts)
+            .field("retention", &s.retention)
+            .finish()
+    }
+}
+
+/// Keys of a URL's query whose values are secrets.
+fn secret_query_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["pass", "secret", "token", "key", "sig", "auth"]
+        .iter()
+        .any(|k| key.contains(k))
+}
+
+/// A URL safe to print: the password of its credentials and secret-looking query values
+/// (`?password=`, `token=`…) replaced.
+pub fn redact_url(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = match base.find("://") {
+        Some(scheme) => {
+            let rest = &base[scheme + 3..];
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => {
+                    let user = rest[..at].split(':').next().unwrap_or("");
+                    let with_password = rest[..at].contains(':');
+                    format!(
+                        "{}{user}{}{}",
+                        &base[..scheme + 3],
+                        if with_password { ":***" } else { "" },
+                        &rest[at..]
+                    )
+                }
+                None => base.to_string(),
+            }
+        }
+        None => base.to_string(),
+    };
+    if let Some(query) = query {
+        out.push('?');
+        let parts: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if secret_query_key(k) => format!("{k}=***"),
+                _ => pair.to_string(),
+            })
+            .collect();
+        out.push_str(&parts.join("&"));
+    }
+    out
+}
+
+/// A URL whose path is itself the secret (Slack incoming webhooks): scheme and host only.
+pub fn redact_url_path(url: &str) -> String {
+    match url.find("://") {
+        Some(scheme) => {
+            let rest = &url[scheme + 3..];
+            let host_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let host = &rest[..host_end];
+            let host = host.rsplit('@').next().unwrap_or(host);
+            format!("{}{host}/{REDACTED}", &url[..scheme + 3])
+        }
+        None => REDACTED.to_string(),
     }
 }
 
