@@ -261,19 +261,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let server = crate::server::start(settings.clone()).await?;
             let url = server.url();
             println!("oncehook is running");
-            println!("  dashboard: {url}/");
+            println!("  dashboard: {}/", server.admin_url());
             for p in &settings.providers {
                 println!(
                     "  webhooks:  {url}/webhooks/{}  ({:?} signatures)",
                     p.name, p.scheme
                 );
             }
-            if let Some(secret) = dev_secret {
-                println!("  development signing secret for provider \"stripe\": {secret}");
-                println!(
-                    "  (generated once, kept in {}/dev-stripe-secret)",
-                    settings.data_dir.display()
-                );
+            match dev_secret {
+                Some(dev) if dev.generated => {
+                    println!(
+                        "  development signing secret for provider \"stripe\": {}",
+                        dev.secret
+                    );
+                    println!("  (generated once, kept in {})", dev.path.display());
+                }
+                Some(dev) => println!(
+                    "  development signing secret for provider \"stripe\": in {}",
+                    dev.path.display()
+                ),
+                None => {}
             }
             println!("  database:  {}", redact_url(&settings.database_url));
             server.run_until_signal().await

@@ -27,6 +27,10 @@ pub fn router(parts: WebParts) -> Router {
             "/webhooks/{provider}",
             post(webhooks::receive)
                 .layer(DefaultBodyLimit::max(parts.max_body_bytes))
+                .layer(axum::middleware::from_fn_with_state(
+                    parts.max_body_bytes,
+                    refuse_announced_oversize,
+                ))
                 .with_state(state),
         );
     }
@@ -34,6 +38,35 @@ pub fn router(parts: WebParts) -> Router {
         router = router.merge(dashboard::dashboard_router(backend, site_root));
     }
     router.layer(TraceLayer::new_for_http())
+}
+
+/// 413 from the `Content-Length` alone, before any of the body is read (the body limit
+/// still stops chunked bodies while they are read).
+async fn refuse_announced_oversize(
+    State(limit): State<usize>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let announced = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        tracing::warn!(announced, limit, "body refused from its Content-Length");
+        let mut response = (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            axum::Json(serde_json::json!({ "error": format!("body larger than {limit} bytes") })),
+        )
+            .into_response();
+        // The body was never read: the connection cannot be reused.
+        response.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+        return response;
+    }
+    next.run(request).await
 }
 
 /// 200 when the database answers, 503 when it does not (load balancers take us out).
