@@ -15,6 +15,8 @@ both!(
     a_connection_flood_does_not_stop_webhooks_being_acknowledged,
     beyond_max_in_flight_requests_are_shed_with_503_and_retry_after,
     admin_listen_serves_the_dashboard_apart_from_webhooks,
+    dashboard_reads_cannot_starve_ingest,
+    every_page_carries_security_headers_and_scripts_carry_the_csp_nonce,
 );
 
 #[test]
@@ -318,5 +320,87 @@ async fn admin_listen_serves_the_dashboard_apart_from_webhooks(kind: Kind) {
     assert!(page.text().await.unwrap().contains("evt_edge_1"));
     let page = app.http.get(format!("{}/", app.url)).send().await.unwrap();
     assert_eq!(page.status(), 404);
+    app.shutdown().await;
+}
+
+/// Every dashboard read connection held (a flood of slow page reads): webhooks are still
+/// acknowledged, because ingest has its own connections. Reads cannot write.
+async fn dashboard_reads_cannot_starve_ingest(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| {
+        s.processor.enabled = false;
+        s.outbox.relay.enabled = false;
+        s.receiver.commit_timeout_ms = 2_000;
+    })
+    .await;
+    let readers = app.db.reader().options().get_max_connections();
+    let mut held = Vec::new();
+    for _ in 0..readers {
+        let mut conn = app.db.reader().acquire().await.unwrap();
+        sqlx::query("SELECT COUNT(*) FROM inbox_events")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        held.push(conn);
+    }
+    for i in 0..5 {
+        assert_eq!(post_payment(&app.http, &app.url, i).await.unwrap(), 200);
+    }
+    let write = sqlx::query("DELETE FROM inbox_events")
+        .execute(&mut *held[0])
+        .await;
+    assert!(write.is_err(), "a read connection refuses writes");
+    drop(held);
+    assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 5);
+    app.shutdown().await;
+}
+
+async fn every_page_carries_security_headers_and_scripts_carry_the_csp_nonce(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    assert_eq!(post_payment(&app.http, &app.url, 1).await.unwrap(), 200);
+    let mut nonces = Vec::new();
+    for path in ["/", "/no-such-page", "/webhooks/stripe", "/healthz"] {
+        let r = app
+            .http
+            .get(format!("{}{path}", app.url))
+            .send()
+            .await
+            .unwrap();
+        let h = r.headers().clone();
+        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
+        assert_eq!(h["x-frame-options"], "DENY", "{path}");
+        let csp = h["content-security-policy"].to_str().unwrap().to_string();
+        for part in [
+            "default-src 'self'",
+            "frame-ancestors 'none'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "'wasm-unsafe-eval'",
+        ] {
+            assert!(csp.contains(part), "{path}: {csp}");
+        }
+        assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
+        let nonce = csp
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .unwrap_or_else(|| panic!("{path}: no nonce in {csp}"))
+            .to_string();
+        let body = r.text().await.unwrap();
+        if path == "/" {
+            assert!(body.contains("evt_edge_1"), "{body}");
+            let scripts = body.matches("<script").count();
+            assert!(scripts >= 1, "the hydration script is rendered: {body}");
+            assert_eq!(
+                body.matches(&format!("nonce=\"{nonce}\"")).count(),
+                scripts,
+                "every inline script carries this response's nonce: {body}"
+            );
+        }
+        nonces.push(nonce);
+    }
+    nonces.sort();
+    nonces.dedup();
+    assert_eq!(nonces.len(), 4, "a fresh nonce per response");
     app.shutdown().await;
 }

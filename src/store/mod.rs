@@ -23,9 +23,11 @@ pub enum Backend {
     Postgres,
 }
 
-/// The database: a write pool and a read pool. On SQLite the write pool has one
-/// connection (SQLite has one writer; queueing in-process beats SQLITE_BUSY), readers
-/// run beside it in WAL mode. On PostgreSQL both are the same pool.
+/// The database: a write pool and a separate, small, read-only pool for the dashboard and
+/// other readers, so a flood of page reads never takes the connections ingest and the
+/// processor commit with. On SQLite the write pool has one connection (SQLite has one
+/// writer; queueing in-process beats SQLITE_BUSY) and readers (`query_only`) run beside
+/// it in WAL mode; on PostgreSQL the read pool's sessions are read-only transactions.
 #[derive(Clone, Debug)]
 pub struct Db {
     pub backend: Backend,
@@ -37,6 +39,9 @@ pub struct Db {
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
+
+/// Connections of the read pool (dashboard, CLI listings, health).
+const READ_POOL_SIZE: u32 = 4;
 
 /// The PostgreSQL channel receivers NOTIFY after each committed batch.
 pub const WAKE_CHANNEL: &str = "oncehook_inbox";
@@ -74,7 +79,8 @@ impl Db {
         // and the provider does not resend an event we acknowledged.
         let pragmas =
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;";
-        let pool = |max: u32| {
+        let read_pragmas = "PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;";
+        let pool = |max: u32, pragmas: &'static str| {
             AnyPoolOptions::new()
                 .max_connections(max)
                 .acquire_timeout(Duration::from_secs(5))
@@ -88,11 +94,11 @@ impl Db {
                     })
                 })
         };
-        let write = pool(1)
+        let write = pool(1, pragmas)
             .connect_with(options.clone())
             .await
             .context("opening SQLite")?;
-        let read = pool(4)
+        let read = pool(READ_POOL_SIZE, read_pragmas)
             .connect_with(options)
             .await
             .context("opening SQLite")?;
@@ -106,27 +112,34 @@ impl Db {
 
     async fn connect_postgres(url: &str) -> anyhow::Result<Db> {
         let options = AnyConnectOptions::from_str(url).context("invalid PostgreSQL URL")?;
-        let pool = AnyPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(Duration::from_secs(3))
-            // No ping per checkout: one round trip less per ingest batch and per
-            // processing transaction; a broken connection fails its statement instead.
-            .test_before_acquire(false)
-            .after_connect(|conn, _| {
-                Box::pin(async move {
-                    // Durable commits are the contract behind every 2xx, whatever the
-                    // server's default says.
-                    conn.execute("SET synchronous_commit = on").await?;
-                    Ok(())
+        let pool = |max: u32, session: &'static str| {
+            AnyPoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(Duration::from_secs(3))
+                // No ping per checkout: one round trip less per ingest batch and per
+                // processing transaction; a broken connection fails its statement instead.
+                .test_before_acquire(false)
+                .after_connect(move |conn, _| {
+                    Box::pin(async move {
+                        conn.execute(session).await?;
+                        Ok(())
+                    })
                 })
-            })
+        };
+        // Durable commits are the contract behind every 2xx, whatever the server's
+        // default says.
+        let write = pool(16, "SET synchronous_commit = on")
+            .connect_with(options.clone())
+            .await
+            .context("connecting to PostgreSQL")?;
+        let read = pool(READ_POOL_SIZE, "SET default_transaction_read_only = on")
             .connect_with(options)
             .await
             .context("connecting to PostgreSQL")?;
         Ok(Db {
             backend: Backend::Postgres,
-            write: pool.clone(),
-            read: pool,
+            write,
+            read,
             url: url.to_string(),
         })
     }
