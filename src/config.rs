@@ -596,7 +596,7 @@ impl Settings {
             )
             .merge(Serialized::defaults(overrides))
             .extract()
-            .context("invalid configuration")?;
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {}", describe_errors(e)))?;
         settings.validate()?;
         Ok(settings)
     }
@@ -783,6 +783,38 @@ impl std::fmt::Debug for Settings {
             .field("retention", &s.retention)
             .finish()
     }
+}
+
+/// Figment's errors, each with its key and source, but never the offending value (it may
+/// be a secret typed into the wrong key).
+fn describe_errors(error: figment::Error) -> String {
+    use figment::error::Kind;
+    error
+        .into_iter()
+        .map(|e| {
+            let what = match &e.kind {
+                Kind::InvalidType(_, expected) => format!("invalid type, expected {expected}"),
+                Kind::InvalidValue(_, expected) => format!("invalid value, expected {expected}"),
+                Kind::Message(_) => "invalid value".to_string(),
+                other => other.to_string(),
+            };
+            let key = if e.path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", e.path.join("."))
+            };
+            let source = e
+                .metadata
+                .as_ref()
+                .map(|m| match &m.source {
+                    Some(source) => format!(" (in {} {source})", m.name),
+                    None => format!(" (in {})", m.name),
+                })
+                .unwrap_or_default();
+            format!("{key}{what}{source}")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Keys of a URL's query whose values are secrets.
@@ -973,6 +1005,90 @@ occurred_at = ["/timestamp"]
             assert_eq!(s.processor.workers, 9);
             jail.set_env("ONCEHOOK_PROCESSOR__WORKERS", "abc");
             assert!(Settings::load(None, &Overrides::default()).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn debug_of_settings_never_shows_a_secret() {
+        let mut s = Settings {
+            database_url: "postgres://app:pgPW1@db/x?sslmode=require&password=pgPW2".into(),
+            providers: vec![ProviderSettings {
+                name: "stripe".into(),
+                scheme: SchemeKind::Stripe,
+                secrets: vec!["whsec_providerSECRET".into()],
+                tolerance_secs: 300,
+                mapping: None,
+                events: BTreeMap::new(),
+            }],
+            ..Settings::default()
+        };
+        s.alerts.webhook_url = Some("https://hooks.slack.com/services/T0/B0/slackTOKEN".into());
+        s.sinks.insert(
+            "cb".into(),
+            SinkSettings {
+                kind: SinkKind::Http {
+                    url: "https://merchant.example/hook?token=urlTOKEN".into(),
+                    secret: Some("whsec_sinkSECRET".into()),
+                    timeout_ms: 1,
+                },
+                concurrency: 1,
+                rate_per_sec: None,
+            },
+        );
+        s.sinks.insert(
+            "mail".into(),
+            SinkSettings {
+                kind: SinkKind::Email {
+                    smtp_host: "smtp".into(),
+                    smtp_port: 587,
+                    security: "starttls".into(),
+                    username: Some("u".into()),
+                    password: Some("smtpPASSWORD".into()),
+                    from: "a@b.c".into(),
+                    to: "d@e.f".into(),
+                    timeout_ms: 1,
+                },
+                concurrency: 1,
+                rate_per_sec: None,
+            },
+        );
+        let shown = format!(
+            "{s:?} {:?} {}",
+            s.providers[0],
+            s.to_redacted_toml().unwrap()
+        );
+        for secret in [
+            "pgPW1",
+            "pgPW2",
+            "providerSECRET",
+            "slackTOKEN",
+            "urlTOKEN",
+            "sinkSECRET",
+            "smtpPASSWORD",
+        ] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+        assert!(shown.contains("db/x") && shown.contains("merchant.example"));
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail error type
+    fn configuration_errors_never_echo_a_value() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "bad.toml",
+                "[[providers]]\nname = \"s\"\nscheme = \"stripe\"\nsecrets = \"whsec_leakedVALUE\"\n",
+            )?;
+            let err =
+                Settings::load(Some(Path::new("bad.toml")), &Overrides::default()).unwrap_err();
+            let text = format!("{err:#} {err:?}");
+            assert!(!text.contains("leakedVALUE"), "{text}");
+            assert!(text.contains("secrets"), "names the key: {text}");
+            jail.set_env("ONCEHOOK_DATABASE_URL", "[\"postgres://u:envPW@h/db\"]");
+            let err = Settings::load(None, &Overrides::default()).unwrap_err();
+            let text = format!("{err:#} {err:?}");
+            assert!(!text.contains("envPW"), "{text}");
             Ok(())
         });
     }

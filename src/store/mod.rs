@@ -64,11 +64,11 @@ impl Db {
     async fn connect_sqlite(url: &str, path: &str) -> anyhow::Result<Db> {
         let file = path.split('?').next().unwrap_or(path);
         if let Some(dir) = std::path::Path::new(file).parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                crate::config::create_private_dir(dir)?;
             }
         }
+        create_private_file(std::path::Path::new(file))?;
         let url = if url.contains('?') {
             url.to_string()
         } else {
@@ -111,6 +111,9 @@ impl Db {
     }
 
     async fn connect_postgres(url: &str) -> anyhow::Result<Db> {
+        if let Some(warning) = postgres_tls_warning(url) {
+            tracing::warn!("{warning}");
+        }
         let options = AnyConnectOptions::from_str(url).context("invalid PostgreSQL URL")?;
         let pool = |max: u32, session: &'static str| {
             AnyPoolOptions::new()
@@ -182,6 +185,66 @@ impl Db {
     }
 }
 
+/// Creates the SQLite file readable by its owner only (0600) before SQLite opens it; its
+/// `-wal` and `-shm` files inherit the database file's permissions.
+fn create_private_file(file: &std::path::Path) -> anyhow::Result<()> {
+    if file.as_os_str().is_empty() || file.to_str() == Some(":memory:") || file.exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+        .open(file)
+        .with_context(|| format!("creating {}", file.display()))?;
+    Ok(())
+}
+
+/// A warning when a PostgreSQL URL reaches past this machine without TLS (`sslmode`
+/// absent, `disable`, `allow` or `prefer`, which falls back to plaintext silently).
+pub fn postgres_tls_warning(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let (authority, query) = match rest.split_once('?') {
+        Some((a, q)) => (a, q),
+        None => (rest, ""),
+    };
+    let authority = authority.split('/').next().unwrap_or("");
+    let hostport = authority.rsplit('@').next().unwrap_or(authority);
+    let host = if let Some(v6) = hostport.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        hostport.split(':').next().unwrap_or("")
+    };
+    let query_host = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("host="))
+        .unwrap_or("");
+    let host = if host.is_empty() { query_host } else { host };
+    let local = host.is_empty()
+        || host.starts_with('/')
+        || host.starts_with("%2F")
+        || host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if local {
+        return None;
+    }
+    let sslmode = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("sslmode="))
+        .unwrap_or("prefer");
+    match sslmode {
+        "require" | "verify-ca" | "verify-full" => None,
+        mode => Some(format!(
+            "PostgreSQL at {host} is reached without required TLS (sslmode={mode}): \
+             credentials and payment data may cross the network in clear; use \
+             sslmode=verify-full (with sslrootcert=… for a private CA)"
+        )),
+    }
+}
+
 /// `$1, $2, …` placeholders for a multi-row VALUES list (works on both backends).
 pub(crate) fn values_list(rows: usize, cols: usize) -> String {
     let mut out = String::with_capacity(rows * cols * 5);
@@ -204,6 +267,43 @@ pub(crate) fn values_list(rows: usize, cols: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn plaintext_postgres_beyond_loopback_is_warned_about() {
+        use super::postgres_tls_warning as w;
+        assert!(w("postgres://u:p@db.internal/x").is_some());
+        assert!(w("postgres://u@10.0.0.5:5432/x?sslmode=prefer").is_some());
+        assert!(w("postgres://u@db.internal/x?sslmode=disable").is_some());
+        assert!(w("postgres://u@db.internal/x?sslmode=require").is_none());
+        assert!(w("postgres://u@db.internal/x?application_name=a&sslmode=verify-full").is_none());
+        assert!(w("postgres://postgres@127.0.0.1:5432/postgres").is_none());
+        assert!(w("postgres://u@localhost/x").is_none());
+        assert!(w("postgres://u@[::1]:5432/x").is_none());
+        assert!(w("postgres:///x?host=/var/run/postgresql").is_none());
+        let text = w("postgres://u:hunter2@db.internal/x").unwrap();
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn sqlite_directory_is_0700_and_its_files_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let file = dir.join("oncehook.db");
+        let db = super::Db::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap();
+        db.migrate().await.unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+        }
+        assert!(dir.join("oncehook.db-wal").exists(), "WAL file checked too");
+        db.close().await;
+    }
+
     #[test]
     fn values_list_numbers_placeholders_row_major() {
         assert_eq!(super::values_list(2, 2), "($1, $2), ($3, $4)");
