@@ -89,6 +89,8 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     check_listeners(&settings)?;
     let db = Db::connect(&settings.database_url).await?;
     db.migrate().await?;
+    // Claims a stopped instance left behind are released before our workers start.
+    crate::store::instances::recover_at_start(&db).await?;
     let providers = Arc::new(Providers::build(&settings.providers)?);
     let wake = Arc::new(Notify::new());
     let shutdown = CancellationToken::new();
@@ -148,6 +150,11 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
             shutdown.clone(),
         ));
     }
+    // The instance's heartbeat stops after the workers (it is awaited in order).
+    background.push(crate::store::instances::spawn_heartbeat(
+        db.clone(),
+        shutdown.clone(),
+    ));
     // The alert sender stops once every Alerter clone is gone (after the workers).
     drop(alerter);
     background.push(alert_task);

@@ -6,6 +6,7 @@ pub mod dead_letters;
 pub mod effects;
 pub mod inbox;
 pub mod ingest;
+pub mod instances;
 pub mod outbox;
 pub mod queue;
 pub mod read;
@@ -34,10 +35,23 @@ pub struct Db {
     write: AnyPool,
     read: AnyPool,
     url: String,
+    /// This process's name on its claims and in `instances` (store::instances).
+    instance_id: std::sync::Arc<str>,
 }
 
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+fn new_instance_id() -> std::sync::Arc<str> {
+    let host = std::env::var("HOSTNAME").unwrap_or_default();
+    format!(
+        "{}{}{}",
+        host,
+        if host.is_empty() { "" } else { "/" },
+        uuid::Uuid::new_v4().simple()
+    )
+    .into()
 }
 
 /// Connections of the read pool (dashboard, CLI listings, health).
@@ -107,6 +121,7 @@ impl Db {
             write,
             read,
             url,
+            instance_id: new_instance_id(),
         })
     }
 
@@ -144,6 +159,7 @@ impl Db {
             write,
             read,
             url: url.to_string(),
+            instance_id: new_instance_id(),
         })
     }
 
@@ -169,6 +185,11 @@ impl Db {
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The id this process's claims carry.
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
     }
 
     pub async fn close(&self) {
