@@ -4,6 +4,8 @@
 //! sends a summary, not thousands of messages.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -11,13 +13,28 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlertSettings {
     /// Where to POST alerts (Slack incoming webhook or compatible); none: log only.
     pub webhook_url: Option<String>,
     /// At most one post per this many seconds; the rest is summarised.
     pub min_interval_secs: u64,
+}
+
+impl std::fmt::Debug for AlertSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlertSettings")
+            .field(
+                "webhook_url",
+                &self
+                    .webhook_url
+                    .as_deref()
+                    .map(crate::config::redact_url_path),
+            )
+            .field("min_interval_secs", &self.min_interval_secs)
+            .finish()
+    }
 }
 
 impl Default for AlertSettings {
@@ -40,21 +57,40 @@ pub struct DeadLetterAlert {
     pub order_id: Option<String>,
 }
 
+/// Alerts waiting for the sender at most; beyond, they are counted and the next post says
+/// how many were dropped (the log line is never dropped).
+pub const ALERT_QUEUE: usize = 1_024;
+
 #[derive(Clone)]
 pub struct Alerter {
-    tx: Option<mpsc::UnboundedSender<DeadLetterAlert>>,
+    tx: Option<mpsc::Sender<DeadLetterAlert>>,
+    dropped: Arc<AtomicU64>,
 }
 
 impl Alerter {
     /// Log-only alerts (tests and tools that don't run the sender).
     pub fn log_only() -> Self {
-        Alerter { tx: None }
+        Alerter {
+            tx: None,
+            dropped: Arc::default(),
+        }
     }
 
     pub fn start(settings: AlertSettings) -> (Self, JoinHandle<()>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let handle = tokio::spawn(send_loop(settings, rx));
-        (Alerter { tx: Some(tx) }, handle)
+        Self::start_with_capacity(settings, ALERT_QUEUE)
+    }
+
+    pub fn start_with_capacity(settings: AlertSettings, capacity: usize) -> (Self, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let handle = tokio::spawn(send_loop(settings, rx, dropped.clone()));
+        (
+            Alerter {
+                tx: Some(tx),
+                dropped,
+            },
+            handle,
+        )
     }
 
     pub fn dead_lettered(&self, alert: DeadLetterAlert) {
@@ -68,27 +104,46 @@ impl Alerter {
             "dead-lettered"
         );
         if let Some(tx) = &self.tx {
-            let _ = tx.send(alert);
+            if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(alert) {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
+}
+
+/// Slack's control characters escaped, so text from an event or a sink's answer cannot
+/// mention `<!channel>` or forge a link.
+pub fn escape_slack(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn single(a: &DeadLetterAlert) -> String {
     format!(
         ":rotating_light: oncehook dead letter #{} ({} failure in {}): {}{}{}",
         a.dead_letter_id,
-        a.class,
-        a.stage,
-        a.error,
+        escape_slack(&a.class),
+        escape_slack(&a.stage),
+        escape_slack(&a.error),
         a.event_id
             .as_deref()
-            .map(|e| format!(" — event {e}"))
+            .map(|e| format!(" — event {}", escape_slack(e)))
             .unwrap_or_default(),
         a.order_id
             .as_deref()
-            .map(|o| format!(", order {o}"))
+            .map(|o| format!(", order {}", escape_slack(o)))
             .unwrap_or_default(),
     )
+}
+
+/// The text for a window's worth of alerts, saying how many were dropped before it.
+pub fn summary_with_drops(alerts: &[DeadLetterAlert], dropped: u64) -> String {
+    let text = summary(alerts);
+    if dropped == 0 {
+        return text;
+    }
+    format!("{text} ({dropped} more alerts were dropped: the alert queue was full; see the dead-letter queue)")
 }
 
 /// The text for a window's worth of alerts.
@@ -104,7 +159,9 @@ pub fn summary(alerts: &[DeadLetterAlert]) -> String {
     }
     let parts: Vec<String> = by_class
         .iter()
-        .map(|((stage, class), n)| format!("{n} {class} in {stage}"))
+        .map(|((stage, class), n)| {
+            format!("{n} {} in {}", escape_slack(class), escape_slack(stage))
+        })
         .collect();
     let last = alerts.last().map(single).unwrap_or_default();
     format!(
@@ -114,7 +171,11 @@ pub fn summary(alerts: &[DeadLetterAlert]) -> String {
     )
 }
 
-async fn send_loop(settings: AlertSettings, mut rx: mpsc::UnboundedReceiver<DeadLetterAlert>) {
+async fn send_loop(
+    settings: AlertSettings,
+    mut rx: mpsc::Receiver<DeadLetterAlert>,
+    dropped: Arc<AtomicU64>,
+) {
     let Some(url) = settings.webhook_url.clone() else {
         while rx.recv().await.is_some() {}
         return;
@@ -130,7 +191,8 @@ async fn send_loop(settings: AlertSettings, mut rx: mpsc::UnboundedReceiver<Dead
         while let Ok(more) = rx.try_recv() {
             window.push(more);
         }
-        post(&http, &url, &summary(&window)).await;
+        let lost = dropped.swap(0, Ordering::Relaxed);
+        post(&http, &url, &summary_with_drops(&window, lost)).await;
         // Quiet period: collect, then summarise in the next post.
         tokio::time::sleep(interval).await;
     }
@@ -161,6 +223,36 @@ mod tests {
             event_id: Some(format!("evt_{id}")),
             order_id: None,
         }
+    }
+
+    #[test]
+    fn slack_control_characters_are_escaped() {
+        let mut a = alert(1, "permanent");
+        a.error = "<!channel> see <https://evil.example|here> & pay".into();
+        a.order_id = Some("<@U123>".into());
+        let text = summary(&[a.clone(), a]);
+        assert!(!text.contains('<') && !text.contains('>'), "{text}");
+        assert!(
+            text.contains("&lt;!channel&gt;") && text.contains("&amp; pay"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_alert_queue_drops_and_the_next_post_says_how_many() {
+        // No webhook: the sender drains; hold it off by never yielding before sending.
+        let (tx, _rx) = mpsc::channel(2);
+        let alerter = Alerter {
+            tx: Some(tx),
+            dropped: Arc::default(),
+        };
+        for i in 0..7 {
+            alerter.dead_lettered(alert(i, "permanent"));
+        }
+        assert_eq!(alerter.dropped.load(Ordering::Relaxed), 5);
+        let text = summary_with_drops(&[alert(1, "permanent")], 5);
+        assert!(text.contains("5 more alerts were dropped"), "{text}");
+        assert!(!summary_with_drops(&[alert(1, "permanent")], 0).contains("dropped"));
     }
 
     #[test]

@@ -64,6 +64,18 @@ pub enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
+    /// The configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Validate the configuration (file, ONCEHOOK_* variables, flags) as `serve` would and
+    /// print the effective settings as TOML, secrets redacted.
+    Check,
 }
 
 #[derive(Subcommand, Debug)]
@@ -249,24 +261,40 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let server = crate::server::start(settings.clone()).await?;
             let url = server.url();
             println!("oncehook is running");
-            println!("  dashboard: {url}/");
+            println!("  dashboard: {}/", server.admin_url());
             for p in &settings.providers {
                 println!(
                     "  webhooks:  {url}/webhooks/{}  ({:?} signatures)",
                     p.name, p.scheme
                 );
             }
-            if let Some(secret) = dev_secret {
-                println!("  development signing secret for provider \"stripe\": {secret}");
-                println!(
-                    "  (generated once, kept in {}/dev-stripe-secret)",
-                    settings.data_dir.display()
-                );
+            match dev_secret {
+                Some(dev) if dev.generated => {
+                    println!(
+                        "  development signing secret for provider \"stripe\": {}",
+                        dev.secret
+                    );
+                    println!("  (generated once, kept in {})", dev.path.display());
+                }
+                Some(dev) => println!(
+                    "  development signing secret for provider \"stripe\": in {}",
+                    dev.path.display()
+                ),
+                None => {}
             }
             println!("  database:  {}", redact_url(&settings.database_url));
             server.run_until_signal().await
         }
         Command::Bench(args) => crate::bench::run(args, &cli.common).await,
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => {
+            let settings = cli.common.settings(None)?;
+            settings.check()?;
+            print!("{}", settings.to_redacted_toml()?);
+            eprintln!("configuration is valid");
+            Ok(())
+        }
         Command::Dlq { command } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;
@@ -605,18 +633,9 @@ fn print_order(view: &read::OrderView) {
     }
 }
 
-/// Never print a database password.
+/// Never print a database password (see `config::redact_url`).
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
+    crate::config::redact_url(url)
 }
 
 #[cfg(test)]

@@ -15,14 +15,23 @@ use crate::mapping::{self, EventRule, Mapping};
 use crate::retry::RetryPolicy;
 use crate::signature::{SchemeKind, Verifier};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// `sqlite://data/oncehook.db` (default) or `postgres://…`.
     pub database_url: String,
     /// Where the SQLite file and the generated development secret live.
     pub data_dir: PathBuf,
+    /// The webhook address (providers must reach it). Without `admin_listen` it serves the
+    /// dashboard too, which is then only allowed on a loopback address.
     pub listen: SocketAddr,
+    /// The dashboard, its API, health and metrics on their own address; `listen` then
+    /// serves webhooks only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<SocketAddr>,
+    /// HTTP server limits and timeouts.
+    pub server: ServerSettings,
+    pub log: LogSettings,
     /// The built dashboard assets (`target/site` after scripts/build-frontend.sh).
     pub site_root: PathBuf,
     pub providers: Vec<ProviderSettings>,
@@ -36,7 +45,7 @@ pub struct Settings {
     pub retention: RetentionSettings,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSettings {
     pub name: String,
@@ -54,6 +63,52 @@ pub struct ProviderSettings {
 
 fn default_tolerance() -> u64 {
     300
+}
+
+impl std::fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderSettings")
+            .field("name", &self.name)
+            .field("scheme", &self.scheme)
+            .field(
+                "secrets",
+                &format_args!("[{} {REDACTED}]", self.secrets.len()),
+            )
+            .field("tolerance_secs", &self.tolerance_secs)
+            .field("mapping", &self.mapping)
+            .field("events", &self.events)
+            .finish()
+    }
+}
+
+/// Limits and timeouts of the HTTP server (both listeners).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    /// A client must send its request headers within this (slowloris guard).
+    pub header_read_timeout_ms: u64,
+    /// A request body must arrive within this.
+    pub body_timeout_ms: u64,
+    /// A whole request, body and answer included, must finish within this.
+    pub request_timeout_ms: u64,
+    /// Open connections per listener; more wait in the accept queue.
+    pub max_connections: usize,
+    /// Requests handled at once per listener; beyond that 503 with `Retry-After`.
+    pub max_in_flight: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    /// `text` (default) or `json` (one JSON object per line, for log shippers).
+    pub format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -140,16 +195,15 @@ pub struct RelaySettings {
     pub retry: RetryPolicy,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A named sink: its kind with the kind's own keys, plus the keys every kind has. In a
+/// file it is one flat table (`[sinks.NAME] kind = "http"`, `url = …`, `concurrency = …`).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SinkTable", into = "SinkTable")]
 pub struct SinkSettings {
-    #[serde(flatten)]
     pub kind: SinkKind,
     /// Deliveries in flight at once through this sink.
-    #[serde(default = "default_concurrency")]
     pub concurrency: usize,
     /// Most deliveries per second through this sink (none: unlimited).
-    #[serde(default)]
     pub rate_per_sec: Option<f64>,
 }
 
@@ -157,8 +211,8 @@ fn default_concurrency() -> usize {
     4
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum SinkKind {
     /// Writes the message to the log (development).
     Log,
@@ -189,6 +243,201 @@ pub enum SinkKind {
         timeout_ms: u64,
     },
 }
+
+/// The file form of a sink. serde's `flatten` cannot be combined with
+/// `deny_unknown_fields`, so every variant carries the common keys itself: an internally
+/// tagged enum whose variants each refuse unknown keys.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+enum SinkTable {
+    Log {
+        #[serde(default = "default_concurrency")]
+        concurrency: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_per_sec: Option<f64>,
+    },
+    Http {
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secret: Option<String>,
+        #[serde(default = "default_http_timeout")]
+        timeout_ms: u64,
+        #[serde(default = "default_concurrency")]
+        concurrency: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_per_sec: Option<f64>,
+    },
+    Email {
+        smtp_host: String,
+        #[serde(default = "default_smtp_port")]
+        smtp_port: u16,
+        #[serde(default = "default_smtp_security")]
+        security: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        username: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        password: Option<String>,
+        from: String,
+        to: String,
+        #[serde(default = "default_http_timeout")]
+        timeout_ms: u64,
+        #[serde(default = "default_concurrency")]
+        concurrency: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_per_sec: Option<f64>,
+    },
+}
+
+impl From<SinkTable> for SinkSettings {
+    fn from(table: SinkTable) -> Self {
+        let (kind, concurrency, rate_per_sec) = match table {
+            SinkTable::Log {
+                concurrency,
+                rate_per_sec,
+            } => (SinkKind::Log, concurrency, rate_per_sec),
+            SinkTable::Http {
+                url,
+                secret,
+                timeout_ms,
+                concurrency,
+                rate_per_sec,
+            } => (
+                SinkKind::Http {
+                    url,
+                    secret,
+                    timeout_ms,
+                },
+                concurrency,
+                rate_per_sec,
+            ),
+            SinkTable::Email {
+                smtp_host,
+                smtp_port,
+                security,
+                username,
+                password,
+                from,
+                to,
+                timeout_ms,
+                concurrency,
+                rate_per_sec,
+            } => (
+                SinkKind::Email {
+                    smtp_host,
+                    smtp_port,
+                    security,
+                    username,
+                    password,
+                    from,
+                    to,
+                    timeout_ms,
+                },
+                concurrency,
+                rate_per_sec,
+            ),
+        };
+        SinkSettings {
+            kind,
+            concurrency,
+            rate_per_sec,
+        }
+    }
+}
+
+impl From<SinkSettings> for SinkTable {
+    fn from(s: SinkSettings) -> Self {
+        let (concurrency, rate_per_sec) = (s.concurrency, s.rate_per_sec);
+        match s.kind {
+            SinkKind::Log => SinkTable::Log {
+                concurrency,
+                rate_per_sec,
+            },
+            SinkKind::Http {
+                url,
+                secret,
+                timeout_ms,
+            } => SinkTable::Http {
+                url,
+                secret,
+                timeout_ms,
+                concurrency,
+                rate_per_sec,
+            },
+            SinkKind::Email {
+                smtp_host,
+                smtp_port,
+                security,
+                username,
+                password,
+                from,
+                to,
+                timeout_ms,
+            } => SinkTable::Email {
+                smtp_host,
+                smtp_port,
+                security,
+                username,
+                password,
+                from,
+                to,
+                timeout_ms,
+                concurrency,
+                rate_per_sec,
+            },
+        }
+    }
+}
+
+impl std::fmt::Debug for SinkSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkSettings")
+            .field("kind", &self.kind)
+            .field("concurrency", &self.concurrency)
+            .field("rate_per_sec", &self.rate_per_sec)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for SinkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SinkKind::Log => f.write_str("Log"),
+            SinkKind::Http {
+                url,
+                secret,
+                timeout_ms,
+            } => f
+                .debug_struct("Http")
+                .field("url", &redact_url(url))
+                .field("secret", &secret.as_ref().map(|_| REDACTED))
+                .field("timeout_ms", timeout_ms)
+                .finish(),
+            SinkKind::Email {
+                smtp_host,
+                smtp_port,
+                security,
+                username,
+                password,
+                from,
+                to,
+                timeout_ms,
+            } => f
+                .debug_struct("Email")
+                .field("smtp_host", smtp_host)
+                .field("smtp_port", smtp_port)
+                .field("security", security)
+                .field("username", username)
+                .field("password", &password.as_ref().map(|_| REDACTED))
+                .field("from", from)
+                .field("to", to)
+                .field("timeout_ms", timeout_ms)
+                .finish(),
+        }
+    }
+}
+
+/// What secrets are replaced with wherever settings are shown.
+pub const REDACTED: &str = "<redacted>";
 
 fn default_http_timeout() -> u64 {
     10_000
@@ -230,6 +479,17 @@ impl Default for Settings {
             database_url: "sqlite://data/oncehook.db".into(),
             data_dir: "data".into(),
             listen: "127.0.0.1:8080".parse().expect("valid default address"),
+            admin_listen: None,
+            server: ServerSettings {
+                header_read_timeout_ms: 10_000,
+                body_timeout_ms: 30_000,
+                request_timeout_ms: 60_000,
+                max_connections: 512,
+                max_in_flight: 1_024,
+            },
+            log: LogSettings {
+                format: LogFormat::Text,
+            },
             site_root: "target/site".into(),
             providers: vec![],
             receiver: ReceiverSettings {
@@ -295,10 +555,13 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
 }
 
-const TOP_LEVEL_KEYS: [&str; 12] = [
+const TOP_LEVEL_KEYS: [&str; 15] = [
     "database_url",
     "data_dir",
     "listen",
+    "admin_listen",
+    "server",
+    "log",
     "site_root",
     "providers",
     "receiver",
@@ -333,7 +596,7 @@ impl Settings {
             )
             .merge(Serialized::defaults(overrides))
             .extract()
-            .context("invalid configuration")?;
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {}", describe_errors(e)))?;
         settings.validate()?;
         Ok(settings)
     }
@@ -364,30 +627,80 @@ impl Settings {
         Ok(())
     }
 
+    /// Everything `serve` checks before it touches the database or the network: the
+    /// cross-field rules, and every provider and sink built as `serve` builds them.
+    pub fn check(&self) -> anyhow::Result<()> {
+        self.validate()?;
+        Providers::build(&self.providers)?;
+        crate::relay::sinks::Sinks::build(&self.sinks)?;
+        Ok(())
+    }
+
+    /// A copy safe to print: secrets, passwords and credentials replaced.
+    pub fn redacted(&self) -> Settings {
+        let mut s = self.clone();
+        s.database_url = redact_url(&s.database_url);
+        for p in &mut s.providers {
+            p.secrets = p.secrets.iter().map(|_| REDACTED.to_string()).collect();
+        }
+        for sink in s.sinks.values_mut() {
+            match &mut sink.kind {
+                SinkKind::Log => {}
+                SinkKind::Http { url, secret, .. } => {
+                    *url = redact_url(url);
+                    if let Some(secret) = secret {
+                        *secret = REDACTED.into();
+                    }
+                }
+                SinkKind::Email { password, .. } => {
+                    if let Some(password) = password {
+                        *password = REDACTED.into();
+                    }
+                }
+            }
+        }
+        s.alerts.webhook_url = s.alerts.webhook_url.as_deref().map(redact_url_path);
+        s
+    }
+
+    /// The effective settings as TOML, secrets redacted (`oncehook config check`).
+    pub fn to_redacted_toml(&self) -> anyhow::Result<String> {
+        Ok(toml::to_string_pretty(&self.redacted())?)
+    }
+
     pub fn is_sqlite(&self) -> bool {
         self.database_url.starts_with("sqlite:")
     }
 
     /// With no provider configured, a `stripe` provider with a development secret that is
-    /// generated once and kept under `data_dir`. Returns the secret when it did so.
-    pub fn ensure_dev_provider(&mut self) -> anyhow::Result<Option<String>> {
+    /// generated once and kept under `data_dir` (written atomically, mode 0600). A short or
+    /// empty secret file is an error, never silently replaced or used.
+    pub fn ensure_dev_provider(&mut self) -> anyhow::Result<Option<DevSecret>> {
         if !self.providers.is_empty() {
             return Ok(None);
         }
-        std::fs::create_dir_all(&self.data_dir)
-            .with_context(|| format!("creating {}", self.data_dir.display()))?;
+        create_private_dir(&self.data_dir)?;
         let path = self.data_dir.join("dev-stripe-secret");
-        let secret = match std::fs::read_to_string(&path) {
-            Ok(s) => s.trim().to_string(),
-            Err(_) => {
+        let (secret, generated) = match std::fs::read_to_string(&path) {
+            Ok(s) => {
+                let secret = s.trim().to_string();
+                anyhow::ensure!(
+                    secret.len() >= 32,
+                    "{} holds a secret of {} bytes; delete the file to generate a new one",
+                    path.display(),
+                    secret.len()
+                );
+                (secret, false)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 use rand::RngCore;
                 let mut bytes = [0u8; 24];
                 rand::thread_rng().fill_bytes(&mut bytes);
                 let secret = format!("whsec_dev_{}", hex::encode(bytes));
-                std::fs::write(&path, &secret)
-                    .with_context(|| format!("writing {}", path.display()))?;
-                secret
+                write_private_file(&path, secret.as_bytes())?;
+                (secret, true)
             }
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
         self.providers.push(ProviderSettings {
             name: "stripe".into(),
@@ -397,7 +710,173 @@ impl Settings {
             mapping: None,
             events: BTreeMap::new(),
         });
-        Ok(Some(secret))
+        Ok(Some(DevSecret {
+            secret,
+            path,
+            generated,
+        }))
+    }
+}
+
+/// The development provider's secret and where it is kept.
+pub struct DevSecret {
+    pub secret: String,
+    pub path: PathBuf,
+    /// Generated by this start (print it); false: it was already there (print the path).
+    pub generated: bool,
+}
+
+/// Creates `dir` (and its parents) readable by the owner only (0700 on Unix).
+pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))
+}
+
+/// Writes `path` atomically with mode 0600: a temporary file beside it, fsync, rename,
+/// fsync of the directory. A crash leaves either no file or the whole file.
+fn write_private_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let result = (|| {
+        let mut file = options.open(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok::<_, std::io::Error>(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.redacted();
+        f.debug_struct("Settings")
+            .field("database_url", &s.database_url)
+            .field("data_dir", &s.data_dir)
+            .field("listen", &s.listen)
+            .field("admin_listen", &s.admin_listen)
+            .field("server", &s.server)
+            .field("log", &s.log)
+            .field("site_root", &s.site_root)
+            .field("providers", &s.providers)
+            .field("receiver", &s.receiver)
+            .field("processor", &s.processor)
+            .field("outbox", &s.outbox)
+            .field("sinks", &s.sinks)
+            .field("dead_letters", &s.dead_letters)
+            .field("alerts", &s.alerts)
+            .field("retention", &s.retention)
+            .finish()
+    }
+}
+
+/// Figment's errors, each with its key and source, but never the offending value (it may
+/// be a secret typed into the wrong key).
+fn describe_errors(error: figment::Error) -> String {
+    use figment::error::Kind;
+    error
+        .into_iter()
+        .map(|e| {
+            let what = match &e.kind {
+                Kind::InvalidType(_, expected) => format!("invalid type, expected {expected}"),
+                Kind::InvalidValue(_, expected) => format!("invalid value, expected {expected}"),
+                Kind::Message(_) => "invalid value".to_string(),
+                other => other.to_string(),
+            };
+            let key = if e.path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", e.path.join("."))
+            };
+            let source = e
+                .metadata
+                .as_ref()
+                .map(|m| match &m.source {
+                    Some(source) => format!(" (in {} {source})", m.name),
+                    None => format!(" (in {})", m.name),
+                })
+                .unwrap_or_default();
+            format!("{key}{what}{source}")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Keys of a URL's query whose values are secrets.
+fn secret_query_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["pass", "secret", "token", "key", "sig", "auth"]
+        .iter()
+        .any(|k| key.contains(k))
+}
+
+/// A URL safe to print: the password of its credentials and secret-looking query values
+/// (`?password=`, `token=`…) replaced.
+pub fn redact_url(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = match base.find("://") {
+        Some(scheme) => {
+            let rest = &base[scheme + 3..];
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => {
+                    let user = rest[..at].split(':').next().unwrap_or("");
+                    let with_password = rest[..at].contains(':');
+                    format!(
+                        "{}{user}{}{}",
+                        &base[..scheme + 3],
+                        if with_password { ":***" } else { "" },
+                        &rest[at..]
+                    )
+                }
+                None => base.to_string(),
+            }
+        }
+        None => base.to_string(),
+    };
+    if let Some(query) = query {
+        out.push('?');
+        let parts: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if secret_query_key(k) => format!("{k}=***"),
+                _ => pair.to_string(),
+            })
+            .collect();
+        out.push_str(&parts.join("&"));
+    }
+    out
+}
+
+/// A URL whose path is itself the secret (Slack incoming webhooks): scheme and host only.
+pub fn redact_url_path(url: &str) -> String {
+    match url.find("://") {
+        Some(scheme) => {
+            let rest = &url[scheme + 3..];
+            let host_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let host = &rest[..host_end];
+            let host = host.rsplit('@').next().unwrap_or(host);
+            format!("{}{host}/{REDACTED}", &url[..scheme + 3])
+        }
+        None => REDACTED.to_string(),
     }
 }
 
@@ -476,7 +955,7 @@ database_url = "sqlite://x.db"
 [[providers]]
 name = "stripe"
 scheme = "stripe"              # or "standard-webhooks"
-secrets = ["whsec_new", "whsec_old"]
+secrets = ["whsec_0123456789abcdef0123", "whsec_fedcba9876543210fedc"]
 tolerance_secs = 300
 
 [[providers]]
@@ -531,6 +1010,90 @@ occurred_at = ["/timestamp"]
     }
 
     #[test]
+    fn debug_of_settings_never_shows_a_secret() {
+        let mut s = Settings {
+            database_url: "postgres://app:pgPW1@db/x?sslmode=require&password=pgPW2".into(),
+            providers: vec![ProviderSettings {
+                name: "stripe".into(),
+                scheme: SchemeKind::Stripe,
+                secrets: vec!["whsec_providerSECRET".into()],
+                tolerance_secs: 300,
+                mapping: None,
+                events: BTreeMap::new(),
+            }],
+            ..Settings::default()
+        };
+        s.alerts.webhook_url = Some("https://hooks.slack.com/services/T0/B0/slackTOKEN".into());
+        s.sinks.insert(
+            "cb".into(),
+            SinkSettings {
+                kind: SinkKind::Http {
+                    url: "https://merchant.example/hook?token=urlTOKEN".into(),
+                    secret: Some("whsec_sinkSECRET".into()),
+                    timeout_ms: 1,
+                },
+                concurrency: 1,
+                rate_per_sec: None,
+            },
+        );
+        s.sinks.insert(
+            "mail".into(),
+            SinkSettings {
+                kind: SinkKind::Email {
+                    smtp_host: "smtp".into(),
+                    smtp_port: 587,
+                    security: "starttls".into(),
+                    username: Some("u".into()),
+                    password: Some("smtpPASSWORD".into()),
+                    from: "a@b.c".into(),
+                    to: "d@e.f".into(),
+                    timeout_ms: 1,
+                },
+                concurrency: 1,
+                rate_per_sec: None,
+            },
+        );
+        let shown = format!(
+            "{s:?} {:?} {}",
+            s.providers[0],
+            s.to_redacted_toml().unwrap()
+        );
+        for secret in [
+            "pgPW1",
+            "pgPW2",
+            "providerSECRET",
+            "slackTOKEN",
+            "urlTOKEN",
+            "sinkSECRET",
+            "smtpPASSWORD",
+        ] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+        assert!(shown.contains("db/x") && shown.contains("merchant.example"));
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail error type
+    fn configuration_errors_never_echo_a_value() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "bad.toml",
+                "[[providers]]\nname = \"s\"\nscheme = \"stripe\"\nsecrets = \"whsec_leakedVALUE\"\n",
+            )?;
+            let err =
+                Settings::load(Some(Path::new("bad.toml")), &Overrides::default()).unwrap_err();
+            let text = format!("{err:#} {err:?}");
+            assert!(!text.contains("leakedVALUE"), "{text}");
+            assert!(text.contains("secrets"), "names the key: {text}");
+            jail.set_env("ONCEHOOK_DATABASE_URL", "[\"postgres://u:envPW@h/db\"]");
+            let err = Settings::load(None, &Overrides::default()).unwrap_err();
+            let text = format!("{err:#} {err:?}");
+            assert!(!text.contains("envPW"), "{text}");
+            Ok(())
+        });
+    }
+
+    #[test]
     fn retention_must_keep_dead_letters_longest_and_sinks_must_exist() {
         let mut s = Settings::default();
         s.retention.dead_letter_days = 10;
@@ -580,20 +1143,49 @@ occurred_at = ["/timestamp"]
     #[test]
     fn dev_provider_secret_is_generated_once() {
         let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("data");
         let mut a = Settings {
-            data_dir: dir.path().into(),
+            data_dir: data_dir.clone(),
             ..Settings::default()
         };
-        let secret = a.ensure_dev_provider().unwrap().unwrap();
+        let first = a.ensure_dev_provider().unwrap().unwrap();
+        assert!(first.generated, "the first start generates and prints it");
         let mut b = Settings {
-            data_dir: dir.path().into(),
+            data_dir: data_dir.clone(),
             ..Settings::default()
         };
-        assert_eq!(b.ensure_dev_provider().unwrap().unwrap(), secret);
-        assert_eq!(
-            a.ensure_dev_provider().unwrap(),
-            None,
+        let again = b.ensure_dev_provider().unwrap().unwrap();
+        assert_eq!(again.secret, first.secret);
+        assert!(!again.generated, "later starts print only where it is");
+        assert!(
+            a.ensure_dev_provider().unwrap().is_none(),
             "already has a provider"
         );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&first.path), 0o600);
+            assert_eq!(mode(&data_dir), 0o700);
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(&data_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file left: {leftovers:?}");
+    }
+
+    #[test]
+    fn a_short_or_empty_dev_secret_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        for contents in ["", "\n", "whsec_"] {
+            std::fs::write(dir.path().join("dev-stripe-secret"), contents).unwrap();
+            let mut s = Settings {
+                data_dir: dir.path().into(),
+                ..Settings::default()
+            };
+            let err = s.ensure_dev_provider().err().expect("refused");
+            assert!(err.to_string().contains("dev-stripe-secret"), "{err}");
+        }
     }
 }

@@ -1,18 +1,32 @@
 use clap::Parser;
+use oncehook::config::LogFormat;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
+    let cli = oncehook::cli::Cli::parse();
+    // The log format is a setting; a configuration that does not load is reported by the
+    // command itself, in text.
+    let format = cli
+        .common
+        .settings(None)
+        .map(|s| s.log.format)
+        .unwrap_or(LogFormat::Text);
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    match format {
+        // One JSON object per line for log shippers; field values are JSON strings, so a
+        // newline or escape inside one cannot forge a line.
+        LogFormat::Json => builder.json().with_current_span(true).init(),
         // Colour codes only for a terminal: log files and collectors get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let cli = oncehook::cli::Cli::parse();
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
     match oncehook::cli::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {

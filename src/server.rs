@@ -20,16 +20,23 @@ use crate::store::{Backend, Db};
 use crate::web::{self, webhooks::WebhookState, WebParts};
 
 pub struct RunningServer {
+    /// The webhook address (`listen`).
     pub addr: SocketAddr,
+    /// Where the dashboard is served: `admin_listen` when set apart, else `addr`.
+    pub admin_addr: SocketAddr,
     pub db: Db,
     shutdown: CancellationToken,
-    http: JoinHandle<anyhow::Result<()>>,
+    http: Vec<JoinHandle<anyhow::Result<()>>>,
     background: Vec<JoinHandle<()>>,
 }
 
 impl RunningServer {
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    pub fn admin_url(&self) -> String {
+        format!("http://{}", self.admin_addr)
     }
 
     /// Graceful stop; returns when every part has finished.
@@ -50,7 +57,13 @@ impl RunningServer {
     }
 
     async fn wait(self) -> anyhow::Result<()> {
-        let result = self.http.await.context("HTTP server task")?;
+        let mut result = Ok(());
+        for http in self.http {
+            let r = http.await.context("HTTP server task")?;
+            if result.is_ok() {
+                result = r;
+            }
+        }
         for handle in self.background {
             let _ = handle.await;
         }
@@ -73,8 +86,11 @@ async fn shutdown_signal() {
 
 /// Connects, migrates, binds and starts every enabled part.
 pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
+    check_listeners(&settings)?;
     let db = Db::connect(&settings.database_url).await?;
     db.migrate().await?;
+    // Claims a stopped instance left behind are released before our workers start.
+    crate::store::instances::recover_at_start(&db).await?;
     let providers = Arc::new(Providers::build(&settings.providers)?);
     let wake = Arc::new(Notify::new());
     let shutdown = CancellationToken::new();
@@ -134,37 +150,184 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
             shutdown.clone(),
         ));
     }
+    // The instance's heartbeat stops after the workers (it is awaited in order).
+    background.push(crate::store::instances::spawn_heartbeat(
+        db.clone(),
+        shutdown.clone(),
+    ));
     // The alert sender stops once every Alerter clone is gone (after the workers).
     drop(alerter);
     background.push(alert_task);
 
-    let router = web::router(WebParts {
-        webhooks,
-        max_body_bytes: settings.receiver.max_body_bytes,
-        db: db.clone(),
-        dashboard: Some((
-            Arc::new(StoreBackend { db: db.clone() }),
-            settings.site_root.clone(),
-        )),
-    });
-    let listener = tokio::net::TcpListener::bind(settings.listen)
-        .await
-        .with_context(|| format!("binding {}", settings.listen))?;
-    let addr = listener.local_addr()?;
-    let token = shutdown.clone();
-    let http = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move { token.cancelled().await })
-            .await
-            .context("HTTP server")
-        // The router (and with it every Ingestor clone) is dropped here, which lets the
-        // ingest writers drain their queue and stop.
-    });
+    let dashboard = Some((
+        Arc::new(StoreBackend { db: db.clone() }) as Arc<dyn app::backend::AdminBackend>,
+        settings.site_root.clone(),
+    ));
+    let mut http = Vec::new();
+    let addr;
+    let admin_addr;
+    match settings.admin_listen {
+        // Webhooks on `listen`, everything else on `admin_listen`.
+        Some(admin) => {
+            let webhook_router = web::router(WebParts {
+                webhooks,
+                max_body_bytes: settings.receiver.max_body_bytes,
+                db: db.clone(),
+                dashboard: None,
+            });
+            let admin_router = web::router(WebParts {
+                webhooks: None,
+                max_body_bytes: settings.receiver.max_body_bytes,
+                db: db.clone(),
+                dashboard,
+            });
+            let (a, task) = listen(settings.listen, webhook_router, &settings, &shutdown).await?;
+            addr = a;
+            http.push(task);
+            let (a, task) = listen(admin, admin_router, &settings, &shutdown).await?;
+            admin_addr = a;
+            http.push(task);
+        }
+        None => {
+            let router = web::router(WebParts {
+                webhooks,
+                max_body_bytes: settings.receiver.max_body_bytes,
+                db: db.clone(),
+                dashboard,
+            });
+            let (a, task) = listen(settings.listen, router, &settings, &shutdown).await?;
+            addr = a;
+            admin_addr = a;
+            http.push(task);
+        }
+    }
     Ok(RunningServer {
         addr,
+        admin_addr,
         db,
         shutdown,
         http,
         background,
     })
+}
+
+/// Whether the dashboard may be served on `addr`. It has no sign-in yet, so only on a
+/// loopback address; once sign-in exists, `sign_in_configured` lifts the restriction.
+pub fn dashboard_exposure_allowed(addr: SocketAddr, sign_in_configured: bool) -> bool {
+    sign_in_configured || addr.ip().is_loopback()
+}
+
+/// Refuses settings that would put the dashboard on a non-loopback address.
+pub fn check_listeners(settings: &Settings) -> anyhow::Result<()> {
+    let dashboard = settings.admin_listen.unwrap_or(settings.listen);
+    // The dashboard has no sign-in yet (issue 9 adds it).
+    let sign_in_configured = false;
+    anyhow::ensure!(
+        dashboard_exposure_allowed(dashboard, sign_in_configured),
+        "the dashboard would be served on {dashboard}, which is not a loopback address, and \
+         it has no sign-in: set admin_listen to a loopback address (e.g. 127.0.0.1:8081) to \
+         serve webhooks alone on {}",
+        settings.listen
+    );
+    Ok(())
+}
+
+/// Binds `addr` and serves `router` there until `shutdown`, with the configured limits.
+async fn listen(
+    addr: SocketAddr,
+    router: axum::Router,
+    settings: &Settings,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<(SocketAddr, JoinHandle<anyhow::Result<()>>)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let bound = listener.local_addr()?;
+    let limits = settings.server.clone();
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move {
+        serve(listener, router, limits, token).await;
+        // The router (and with it every Ingestor clone) is dropped here, which lets the
+        // ingest writers drain their queue and stop.
+        Ok(())
+    });
+    Ok((bound, task))
+}
+
+/// 503 with `Retry-After` when more requests are in flight than `max_in_flight`.
+async fn overloaded(_: tower::BoxError) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::RETRY_AFTER, "1")],
+        "overloaded, retry later",
+    )
+        .into_response()
+}
+
+/// The accept loop: at most `max_connections` open connections (more wait in the kernel's
+/// accept queue), hyper's header-read timer against slow clients, body and request
+/// timeouts (408) and load shedding (503) around the router; on shutdown, stop accepting
+/// and let open connections finish their requests.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: crate::config::ServerSettings,
+    shutdown: CancellationToken,
+) {
+    use axum::error_handling::HandleErrorLayer;
+    use axum::http::StatusCode;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use std::time::Duration;
+    use tower::ServiceBuilder;
+    use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
+
+    let service = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(overloaded))
+        .load_shed()
+        .concurrency_limit(limits.max_in_flight.max(1))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(limits.request_timeout_ms),
+        ))
+        .layer(RequestBodyTimeoutLayer::new(Duration::from_millis(
+            limits.body_timeout_ms,
+        )))
+        .service(router);
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms));
+    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let permit = tokio::select! {
+            permit = connections.clone().acquire_owned() => permit.expect("never closed"),
+            _ = shutdown.cancelled() => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, don't spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let connection = http1.serve_connection(
+            TokioIo::new(stream),
+            hyper_util::service::TowerToHyperService::new(service.clone()),
+        );
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }

@@ -18,6 +18,8 @@ both!(
     unsupported_api_version_and_unknown_type_are_kept_and_filed,
     database_unable_to_commit_gives_503_then_recovers,
     correlation_id_is_carried_to_the_rows,
+    ten_thousand_signature_candidates_are_400_and_store_nothing,
+    a_content_length_above_the_limit_is_413_before_the_body_is_read,
 );
 
 async fn nothing_stored(app: &TestApp) {
@@ -258,5 +260,71 @@ async fn correlation_id_is_carried_to_the_rows(kind: Kind) {
         2,
         "payment.recorded and order.paid"
     );
+    app.shutdown().await;
+}
+
+async fn ten_thousand_signature_candidates_are_400_and_store_nothing(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let body = payment_intent_succeeded("evt_many", "pi", "o", 1, T10_00).to_string();
+    let good = oncehook::signature::stripe::sign(STRIPE_SECRET, now_secs(), body.as_bytes());
+    let v1 = good.split("v1=").nth(1).unwrap();
+    for header in [
+        // Empty candidates (each once decoded to an empty tag)…
+        format!("t={}{}", now_secs(), ",v1=".repeat(10_000)),
+        // …and well-formed wrong ones, even with a valid one among them.
+        format!(
+            "t={}{},v1={v1}",
+            now_secs(),
+            format!(",v1={}", "ab".repeat(32)).repeat(40)
+        ),
+    ] {
+        let r = app
+            .post_raw(
+                "stripe",
+                vec![("stripe-signature".into(), header)],
+                body.clone().into_bytes(),
+            )
+            .await;
+        assert_eq!(r.status(), 400);
+    }
+    let acme = vec![
+        ("webhook-id".to_string(), "msg_many".to_string()),
+        ("webhook-timestamp".to_string(), now_secs().to_string()),
+        (
+            "webhook-signature".to_string(),
+            "v1, ".repeat(10_000).trim().to_string(),
+        ),
+    ];
+    let r = app.post_raw("acme", acme, b"{}".to_vec()).await;
+    assert_eq!(r.status(), 400);
+    nothing_stored(&app).await;
+    app.shutdown().await;
+}
+
+async fn a_content_length_above_the_limit_is_413_before_the_body_is_read(kind: Kind) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::spawn_with(kind, |s| {
+        s.processor.enabled = false;
+        s.receiver.max_body_bytes = 4096;
+    })
+    .await;
+    let addr = app.url.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // Announces 100 MB and sends none of it: the answer must not wait for the body.
+    stream
+        .write_all(
+            b"POST /webhooks/stripe HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+              stripe-signature: t=1,v1=00\r\ncontent-length: 100000000\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(3), stream.read(&mut answer))
+        .await
+        .expect("answered without reading the body")
+        .unwrap();
+    let head = String::from_utf8_lossy(&answer[..n]).to_string();
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    nothing_stored(&app).await;
     app.shutdown().await;
 }

@@ -18,9 +18,11 @@ both!(
     transient_sink_failure_retries_with_growing_delays_then_dead_letters,
     redrive_after_the_sink_is_fixed_delivers_once,
     email_sink_delivers_over_smtp_with_the_key_as_message_id,
+    redirects_are_never_followed_and_fail_permanently,
+    only_an_excerpt_of_a_sink_response_is_read,
 );
 
-const SINK_SECRET: &str = "whsec_c2luay1zZWNyZXQtZm9yLXRlc3Rz";
+const SINK_SECRET: &str = "whsec_c2luay1zZWNyZXQtZm9yLXRlc3RzLTI0Ynl0ZXM=";
 
 /// An app whose `order.paid` rows go to the merchant's HTTP endpoint.
 async fn app_with_merchant(
@@ -410,5 +412,64 @@ async fn email_sink_delivers_over_smtp_with_the_key_as_message_id(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(code, Some(250));
+    app.shutdown().await;
+}
+
+/// A 302 would turn the POST into a bodiless GET that "succeeds"; a 307 would send the
+/// signed request to another host. Neither is followed: a 3xx is a permanent failure.
+async fn redirects_are_never_followed_and_fail_permanently(kind: Kind) {
+    for status in [302u16, 307] {
+        let elsewhere = Merchant::start(vec![]).await;
+        let merchant = Merchant::start(vec![Reply::Redirect(status, elsewhere.url.clone())]).await;
+        let app = app_with_merchant(kind, &merchant, |_| {}).await;
+        pay(&app, 20).await;
+        let outcomes = relay_until_settled(&app).await;
+        assert_eq!(outcomes, vec![Delivered::DeadLettered], "{status}");
+        assert_eq!(merchant.received().len(), 1, "{status}: sent once");
+        assert!(
+            elsewhere.received().is_empty(),
+            "{status}: the redirect was not followed"
+        );
+        assert_eq!(outbox_status(&app).await, "dead");
+        let (class, error): (String, String) =
+            sqlx::query_as("SELECT error_class, last_error FROM dead_letters")
+                .fetch_one(app.db.reader())
+                .await
+                .unwrap();
+        assert_eq!(class, "permanent", "{status}");
+        assert!(
+            error.contains(&format!("HTTP {status}")) && error.contains("redirect"),
+            "{status}: {error}"
+        );
+        app.shutdown().await;
+    }
+}
+
+async fn only_an_excerpt_of_a_sink_response_is_read(kind: Kind) {
+    let merchant = Merchant::start(vec![Reply::EndlessBody(500)]).await;
+    let app = app_with_merchant(kind, &merchant, |s| {
+        s.outbox.relay.retry.max_attempts = 1;
+    })
+    .await;
+    pay(&app, 21).await;
+    let outcomes = app.relay().run_once().await.unwrap();
+    assert_eq!(outcomes.len(), 1);
+    let (code, excerpt): (Option<i64>, Option<String>) = sqlx::query_as(
+        "SELECT status_code, response_excerpt FROM outbox_attempts ORDER BY id LIMIT 1",
+    )
+    .fetch_one(app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(
+        code,
+        Some(500),
+        "classified by its status, not timed out reading"
+    );
+    let excerpt = excerpt.expect("an excerpt is kept");
+    assert!(
+        !excerpt.is_empty() && excerpt.len() <= 512,
+        "{}",
+        excerpt.len()
+    );
     app.shutdown().await;
 }

@@ -236,6 +236,49 @@ pub struct DbResults {
     pub storm: Option<Storm>,
     pub diagnostics: Vec<diagnose::StoreRun>,
     pub rss_peak_kb: u64,
+    /// Unauthenticated requests with 10,000 signature candidates: how fast they are refused.
+    pub refusal: Option<Refusal>,
+}
+
+/// Requests with 10,000 empty `v1=` candidates and a 256 KiB body, sent one after another.
+pub struct Refusal {
+    pub requests: usize,
+    /// Every answer's status was 400.
+    pub all_400: bool,
+    pub mean_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Sends `requests` requests with 10,000 signature candidates each and times the refusals.
+async fn refusal(base_url: &str, requests: usize) -> anyhow::Result<Refusal> {
+    let http = reqwest::Client::new();
+    let header = format!(
+        "t={}{}",
+        crate::store::now_ms() / 1000,
+        ",v1=".repeat(10_000)
+    );
+    let body = vec![b'x'; 256 * 1024 - 1];
+    let (mut total, mut max, mut all_400) = (Duration::ZERO, Duration::ZERO, true);
+    for _ in 0..requests {
+        let started = Instant::now();
+        let r = http
+            .post(format!("{base_url}/webhooks/stripe"))
+            .header("stripe-signature", &header)
+            .body(body.clone())
+            .send()
+            .await?;
+        all_400 &= r.status() == 400;
+        let _ = r.bytes().await;
+        let took = started.elapsed();
+        total += took;
+        max = max.max(took);
+    }
+    Ok(Refusal {
+        requests,
+        all_400,
+        mean_ms: total.as_secs_f64() * 1000.0 / requests as f64,
+        max_ms: max.as_secs_f64() * 1000.0,
+    })
 }
 
 impl DbResults {
@@ -250,6 +293,7 @@ impl DbResults {
             storm: None,
             diagnostics: vec![],
             rss_peak_kb: 0,
+            refusal: None,
         }
     }
 
@@ -493,6 +537,20 @@ async fn bench_database(
                 commits,
             });
         }
+        let refused = refusal(&server.url(), if ctx.quick { 20 } else { 200 }).await?;
+        progress(format!(
+            "  10,000 signature candidates + 256 KiB body: {} requests refused{}, mean {:.2} ms, \
+             max {:.2} ms",
+            refused.requests,
+            if refused.all_400 {
+                " with 400"
+            } else {
+                " (NOT all 400)"
+            },
+            refused.mean_ms,
+            refused.max_ms
+        ));
+        r.refusal = Some(refused);
         server.shutdown().await?;
     }
 

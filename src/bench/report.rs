@@ -217,6 +217,20 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
     });
     row(
         &mut o,
+        "10,000 signature candidates + 256 KiB body refused with 400",
+        &|r| match &r.refusal {
+            Some(f) => format!(
+                "mean {:.2} ms, max {:.2} ms over {} requests — {}",
+                f.mean_ms,
+                f.max_ms,
+                f.requests,
+                mark(f.all_400 && f.max_ms < 100.0)
+            ),
+            None => "n/a".into(),
+        },
+    );
+    row(
+        &mut o,
         "duplicate storm: effects == distinct events",
         &|r| match &r.storm {
             Some(s) => format!("{} == {} — {}", s.effects, s.distinct, mark(s.ok)),

@@ -57,6 +57,21 @@ fn excerpt(text: &str) -> Option<String> {
     Some(text[..end].to_string())
 }
 
+/// At most the first `EXCERPT_BYTES` of a response body; the rest is never read.
+async fn read_excerpt(mut response: reqwest::Response) -> String {
+    let mut buf = Vec::with_capacity(EXCERPT_BYTES);
+    while buf.len() < EXCERPT_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let take = (EXCERPT_BYTES - buf.len()).min(chunk.len());
+                buf.extend_from_slice(&chunk[..take]);
+            }
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
 enum Transport {
     Log,
     Http {
@@ -97,6 +112,10 @@ impl Sink {
                 Transport::Http {
                     client: reqwest::Client::builder()
                         .timeout(Duration::from_millis(*timeout_ms))
+                        // Never follow: a 301/302/303 turns the POST into a bodiless GET
+                        // whose 2xx would mark an undelivered message delivered, and a
+                        // 307/308 sends the signed request elsewhere.
+                        .redirect(reqwest::redirect::Policy::none())
                         .build()?,
                     url: url.clone(),
                     secret: secret.clone(),
@@ -112,6 +131,11 @@ impl Sink {
                 to,
                 timeout_ms,
             } => {
+                anyhow::ensure!(
+                    !(security == "none" && (username.is_some() || password.is_some())),
+                    "sink {name}: SMTP credentials over security = \"none\" would cross the \
+                     network in clear; use starttls or tls"
+                );
                 let mut builder = match security.as_str() {
                     "none" => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(smtp_host),
                     "starttls" => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(smtp_host)?,
@@ -239,7 +263,20 @@ async fn send_http(
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| parse_retry_after(v, now_ms()));
-    let body = response.text().await.unwrap_or_default();
+    let body = read_excerpt(response).await;
+    if (300..400).contains(&status) {
+        return Err(SendError {
+            failure: Failure::new(
+                ErrorClass::Permanent,
+                format!(
+                    "HTTP {status} from the sink: redirects are not followed; configure the \
+                     final URL"
+                ),
+            ),
+            status_code: Some(i64::from(status)),
+            excerpt: excerpt(&body),
+        });
+    }
     if (200..300).contains(&status) {
         return Ok(Sent {
             status_code: Some(i64::from(status)),
@@ -322,6 +359,36 @@ impl Sinks {
 
 #[cfg(test)]
 mod tests {
+    use crate::config::{SinkKind, SinkSettings};
+
+    #[test]
+    fn smtp_credentials_over_plain_text_are_refused() {
+        let email = |security: &str, username: Option<&str>| SinkSettings {
+            kind: SinkKind::Email {
+                smtp_host: "smtp.example".into(),
+                smtp_port: 25,
+                security: security.into(),
+                username: username.map(Into::into),
+                password: username.map(|_| "hunter2hunter2".into()),
+                from: "a@shop.example".into(),
+                to: "b@shop.example".into(),
+                timeout_ms: 1000,
+            },
+            concurrency: 1,
+            rate_per_sec: None,
+        };
+        let err = super::Sink::build("mail", &email("none", Some("u")))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.contains("security") && !err.contains("hunter2"),
+            "{err}"
+        );
+        assert!(super::Sink::build("mail", &email("none", None)).is_ok());
+        assert!(super::Sink::build("mail", &email("starttls", Some("u"))).is_ok());
+    }
+
     #[test]
     fn excerpts_are_bounded_and_cut_on_char_boundaries() {
         assert_eq!(super::excerpt(""), None);

@@ -6,7 +6,7 @@ use base64::{engine::general_purpose::STANDARD as B64, Engine};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::{check_tolerance, header, SignatureError, Verified};
+use super::{any_key_matches, check_tolerance, header, SignatureError, Verified, MAX_CANDIDATES};
 
 #[derive(Clone)]
 pub struct StandardWebhooks {
@@ -52,9 +52,18 @@ impl StandardWebhooks {
         let timestamp = header(headers, "webhook-timestamp")?
             .parse::<i64>()
             .map_err(|_| SignatureError::Malformed("webhook-timestamp", "not a Unix timestamp"))?;
-        let signatures: Vec<Vec<u8>> = header(headers, "webhook-signature")?
+        let candidates: Vec<&str> = header(headers, "webhook-signature")?
             .split(' ')
             .filter_map(|s| s.strip_prefix("v1,"))
+            .collect();
+        if candidates.len() > MAX_CANDIDATES {
+            return Err(SignatureError::Malformed(
+                "webhook-signature",
+                "more than 8 signatures",
+            ));
+        }
+        let signatures: Vec<Vec<u8>> = candidates
+            .iter()
             .filter_map(|s| B64.decode(s).ok())
             .collect();
         if signatures.is_empty() {
@@ -65,17 +74,11 @@ impl StandardWebhooks {
         }
         check_tolerance(timestamp, now_secs, self.tolerance_secs)?;
         let prefix = format!("{id}.{timestamp}.");
-        for key in &self.keys {
-            for signature in &signatures {
-                let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key");
-                mac.update(prefix.as_bytes());
-                mac.update(body);
-                if mac.verify_slice(signature).is_ok() {
-                    return Ok(Verified {
-                        header_event_id: Some(id.to_string()),
-                    });
-                }
-            }
+        let keys = self.keys.iter().map(Vec::as_slice);
+        if any_key_matches(keys, prefix.as_bytes(), body, &signatures) {
+            return Ok(Verified {
+                header_event_id: Some(id.to_string()),
+            });
         }
         Err(SignatureError::NoMatch)
     }
@@ -158,6 +161,47 @@ mod tests {
             v.verify(&HeaderMap::new(), body, NOW),
             Err(SignatureError::MissingHeader("webhook-id"))
         );
+    }
+
+    #[test]
+    fn empty_and_wrong_length_candidates_never_match() {
+        let v = StandardWebhooks::new(&[SECRET.into()], 300).unwrap();
+        let body = b"{}";
+        for sig in [
+            "v1,",
+            "v1, v1, v1,",
+            "v1,AAAA",
+            &format!("v1,{}", B64.encode([0u8; 33])),
+        ] {
+            assert!(
+                v.verify(&headers("msg_1", NOW, sig), body, NOW).is_err(),
+                "{sig}"
+            );
+        }
+    }
+
+    #[test]
+    fn too_many_candidates_or_a_huge_header_are_400() {
+        let v = StandardWebhooks::new(&[SECRET.into()], 300).unwrap();
+        let body = b"{}";
+        let good = sign(SECRET, "msg_1", NOW, body).unwrap();
+        let eight = format!("{}{good}", "v1, ".repeat(7));
+        assert!(v.verify(&headers("msg_1", NOW, &eight), body, NOW).is_ok());
+        let nine = format!("{}{good}", "v1, ".repeat(8));
+        let err = v
+            .verify(&headers("msg_1", NOW, &nine), body, NOW)
+            .unwrap_err();
+        assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST, "{err}");
+        let many = "v1, ".repeat(10_000);
+        let err = v
+            .verify(&headers("msg_1", NOW, many.trim()), body, NOW)
+            .unwrap_err();
+        assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST, "{err}");
+        let huge = format!("v0,{} {good}", "A".repeat(5000));
+        let err = v
+            .verify(&headers("msg_1", NOW, &huge), body, NOW)
+            .unwrap_err();
+        assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST, "{err}");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use axum::http::HeaderMap;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::{check_tolerance, header, SignatureError, Verified};
+use super::{any_key_matches, check_tolerance, header, SignatureError, Verified, MAX_CANDIDATES};
 
 const HEADER: &str = "stripe-signature";
 
@@ -44,6 +44,7 @@ impl Stripe {
         let value = header(headers, HEADER)?;
         let mut timestamp = None;
         let mut signatures = Vec::new();
+        let mut candidates = 0;
         for part in value.split(',') {
             let Some((k, v)) = part.trim().split_once('=') else {
                 return Err(SignatureError::Malformed(
@@ -58,7 +59,13 @@ impl Stripe {
                     })?)
                 }
                 // Unparseable v1 values cannot match; other schemes (v0) are ignored.
-                "v1" => signatures.extend(hex::decode(v).ok()),
+                "v1" => {
+                    candidates += 1;
+                    if candidates > MAX_CANDIDATES {
+                        return Err(SignatureError::Malformed(HEADER, "more than 8 signatures"));
+                    }
+                    signatures.extend(hex::decode(v).ok());
+                }
                 _ => {}
             }
         }
@@ -68,15 +75,9 @@ impl Stripe {
         }
         check_tolerance(timestamp, now_secs, self.tolerance_secs)?;
         let prefix = format!("{timestamp}.");
-        for secret in &self.secrets {
-            for signature in &signatures {
-                let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key");
-                mac.update(prefix.as_bytes());
-                mac.update(body);
-                if mac.verify_slice(signature).is_ok() {
-                    return Ok(Verified::default());
-                }
-            }
+        let keys = self.secrets.iter().map(Vec::as_slice);
+        if any_key_matches(keys, prefix.as_bytes(), body, &signatures) {
+            return Ok(Verified::default());
         }
         Err(SignatureError::NoMatch)
     }
@@ -163,6 +164,42 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn empty_and_wrong_length_candidates_never_match() {
+        let v = Stripe::new(&["whsec_a".into()], 300);
+        let body = b"{}";
+        for header in [
+            format!("t={NOW},v1="),
+            format!("t={NOW},v1=,v1=,v1="),
+            format!("t={NOW},v1=00"),
+            format!("t={NOW},v1={}", "00".repeat(33)),
+        ] {
+            assert!(v.verify(&headers(&header), body, NOW).is_err(), "{header}");
+        }
+    }
+
+    #[test]
+    fn too_many_candidates_or_a_huge_header_are_400_before_any_hmac() {
+        let v = Stripe::new(&["whsec_a".into()], 300);
+        let body = b"{}";
+        let good = sign("whsec_a", NOW, body);
+        let v1 = good.split("v1=").nth(1).unwrap();
+        let eight = format!("t={NOW}{},v1={v1}", ",v1=".repeat(7));
+        assert!(
+            v.verify(&headers(&eight), body, NOW).is_ok(),
+            "8 candidates is fine"
+        );
+        let nine = format!("t={NOW}{},v1={v1}", ",v1=".repeat(8));
+        let err = v.verify(&headers(&nine), body, NOW).unwrap_err();
+        assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST, "{err}");
+        let many = format!("t={NOW}{}", ",v1=".repeat(10_000));
+        let err = v.verify(&headers(&many), body, NOW).unwrap_err();
+        assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST, "{err}");
+        let huge = format!("t={NOW},v0={},v1={v1}", "0".repeat(5000));
+        let err = v.verify(&headers(&huge), body, NOW).unwrap_err();
+        assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST, "{err}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod dead_letters;
 pub mod effects;
 pub mod inbox;
 pub mod ingest;
+pub mod instances;
 pub mod outbox;
 pub mod queue;
 pub mod read;
@@ -23,20 +24,38 @@ pub enum Backend {
     Postgres,
 }
 
-/// The database: a write pool and a read pool. On SQLite the write pool has one
-/// connection (SQLite has one writer; queueing in-process beats SQLITE_BUSY), readers
-/// run beside it in WAL mode. On PostgreSQL both are the same pool.
+/// The database: a write pool and a separate, small, read-only pool for the dashboard and
+/// other readers, so a flood of page reads never takes the connections ingest and the
+/// processor commit with. On SQLite the write pool has one connection (SQLite has one
+/// writer; queueing in-process beats SQLITE_BUSY) and readers (`query_only`) run beside
+/// it in WAL mode; on PostgreSQL the read pool's sessions are read-only transactions.
 #[derive(Clone, Debug)]
 pub struct Db {
     pub backend: Backend,
     write: AnyPool,
     read: AnyPool,
     url: String,
+    /// This process's name on its claims and in `instances` (store::instances).
+    instance_id: std::sync::Arc<str>,
 }
 
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
+
+fn new_instance_id() -> std::sync::Arc<str> {
+    let host = std::env::var("HOSTNAME").unwrap_or_default();
+    format!(
+        "{}{}{}",
+        host,
+        if host.is_empty() { "" } else { "/" },
+        uuid::Uuid::new_v4().simple()
+    )
+    .into()
+}
+
+/// Connections of the read pool (dashboard, CLI listings, health).
+const READ_POOL_SIZE: u32 = 4;
 
 /// The PostgreSQL channel receivers NOTIFY after each committed batch.
 pub const WAKE_CHANNEL: &str = "oncehook_inbox";
@@ -59,11 +78,11 @@ impl Db {
     async fn connect_sqlite(url: &str, path: &str) -> anyhow::Result<Db> {
         let file = path.split('?').next().unwrap_or(path);
         if let Some(dir) = std::path::Path::new(file).parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                crate::config::create_private_dir(dir)?;
             }
         }
+        create_private_file(std::path::Path::new(file))?;
         let url = if url.contains('?') {
             url.to_string()
         } else {
@@ -74,7 +93,8 @@ impl Db {
         // and the provider does not resend an event we acknowledged.
         let pragmas =
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;";
-        let pool = |max: u32| {
+        let read_pragmas = "PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;";
+        let pool = |max: u32, pragmas: &'static str| {
             AnyPoolOptions::new()
                 .max_connections(max)
                 .acquire_timeout(Duration::from_secs(5))
@@ -88,11 +108,11 @@ impl Db {
                     })
                 })
         };
-        let write = pool(1)
+        let write = pool(1, pragmas)
             .connect_with(options.clone())
             .await
             .context("opening SQLite")?;
-        let read = pool(4)
+        let read = pool(READ_POOL_SIZE, read_pragmas)
             .connect_with(options)
             .await
             .context("opening SQLite")?;
@@ -101,33 +121,45 @@ impl Db {
             write,
             read,
             url,
+            instance_id: new_instance_id(),
         })
     }
 
     async fn connect_postgres(url: &str) -> anyhow::Result<Db> {
+        if let Some(warning) = postgres_tls_warning(url) {
+            tracing::warn!("{warning}");
+        }
         let options = AnyConnectOptions::from_str(url).context("invalid PostgreSQL URL")?;
-        let pool = AnyPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(Duration::from_secs(3))
-            // No ping per checkout: one round trip less per ingest batch and per
-            // processing transaction; a broken connection fails its statement instead.
-            .test_before_acquire(false)
-            .after_connect(|conn, _| {
-                Box::pin(async move {
-                    // Durable commits are the contract behind every 2xx, whatever the
-                    // server's default says.
-                    conn.execute("SET synchronous_commit = on").await?;
-                    Ok(())
+        let pool = |max: u32, session: &'static str| {
+            AnyPoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(Duration::from_secs(3))
+                // No ping per checkout: one round trip less per ingest batch and per
+                // processing transaction; a broken connection fails its statement instead.
+                .test_before_acquire(false)
+                .after_connect(move |conn, _| {
+                    Box::pin(async move {
+                        conn.execute(session).await?;
+                        Ok(())
+                    })
                 })
-            })
+        };
+        // Durable commits are the contract behind every 2xx, whatever the server's
+        // default says.
+        let write = pool(16, "SET synchronous_commit = on")
+            .connect_with(options.clone())
+            .await
+            .context("connecting to PostgreSQL")?;
+        let read = pool(READ_POOL_SIZE, "SET default_transaction_read_only = on")
             .connect_with(options)
             .await
             .context("connecting to PostgreSQL")?;
         Ok(Db {
             backend: Backend::Postgres,
-            write: pool.clone(),
-            read: pool,
+            write,
+            read,
             url: url.to_string(),
+            instance_id: new_instance_id(),
         })
     }
 
@@ -155,6 +187,11 @@ impl Db {
         &self.url
     }
 
+    /// The id this process's claims carry.
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+
     pub async fn close(&self) {
         self.write.close().await;
         self.read.close().await;
@@ -166,6 +203,66 @@ impl Db {
             Backend::Sqlite => "",
             Backend::Postgres => "FOR UPDATE SKIP LOCKED",
         }
+    }
+}
+
+/// Creates the SQLite file readable by its owner only (0600) before SQLite opens it; its
+/// `-wal` and `-shm` files inherit the database file's permissions.
+fn create_private_file(file: &std::path::Path) -> anyhow::Result<()> {
+    if file.as_os_str().is_empty() || file.to_str() == Some(":memory:") || file.exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+        .open(file)
+        .with_context(|| format!("creating {}", file.display()))?;
+    Ok(())
+}
+
+/// A warning when a PostgreSQL URL reaches past this machine without TLS (`sslmode`
+/// absent, `disable`, `allow` or `prefer`, which falls back to plaintext silently).
+pub fn postgres_tls_warning(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let (authority, query) = match rest.split_once('?') {
+        Some((a, q)) => (a, q),
+        None => (rest, ""),
+    };
+    let authority = authority.split('/').next().unwrap_or("");
+    let hostport = authority.rsplit('@').next().unwrap_or(authority);
+    let host = if let Some(v6) = hostport.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        hostport.split(':').next().unwrap_or("")
+    };
+    let query_host = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("host="))
+        .unwrap_or("");
+    let host = if host.is_empty() { query_host } else { host };
+    let local = host.is_empty()
+        || host.starts_with('/')
+        || host.starts_with("%2F")
+        || host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if local {
+        return None;
+    }
+    let sslmode = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("sslmode="))
+        .unwrap_or("prefer");
+    match sslmode {
+        "require" | "verify-ca" | "verify-full" => None,
+        mode => Some(format!(
+            "PostgreSQL at {host} is reached without required TLS (sslmode={mode}): \
+             credentials and payment data may cross the network in clear; use \
+             sslmode=verify-full (with sslrootcert=… for a private CA)"
+        )),
     }
 }
 
@@ -204,6 +301,43 @@ pub async fn commit_checked(mut tx: sqlx::Transaction<'_, sqlx::Any>) -> anyhow:
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn plaintext_postgres_beyond_loopback_is_warned_about() {
+        use super::postgres_tls_warning as w;
+        assert!(w("postgres://u:p@db.internal/x").is_some());
+        assert!(w("postgres://u@10.0.0.5:5432/x?sslmode=prefer").is_some());
+        assert!(w("postgres://u@db.internal/x?sslmode=disable").is_some());
+        assert!(w("postgres://u@db.internal/x?sslmode=require").is_none());
+        assert!(w("postgres://u@db.internal/x?application_name=a&sslmode=verify-full").is_none());
+        assert!(w("postgres://postgres@127.0.0.1:5432/postgres").is_none());
+        assert!(w("postgres://u@localhost/x").is_none());
+        assert!(w("postgres://u@[::1]:5432/x").is_none());
+        assert!(w("postgres:///x?host=/var/run/postgresql").is_none());
+        let text = w("postgres://u:hunter2@db.internal/x").unwrap();
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn sqlite_directory_is_0700_and_its_files_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let file = dir.join("oncehook.db");
+        let db = super::Db::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap();
+        db.migrate().await.unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+        }
+        assert!(dir.join("oncehook.db-wal").exists(), "WAL file checked too");
+        db.close().await;
+    }
+
     #[test]
     fn values_list_numbers_placeholders_row_major() {
         assert_eq!(super::values_list(2, 2), "($1, $2), ($3, $4)");

@@ -20,6 +20,7 @@ pub async fn claim(
         .bind(lease_until)
         .bind(now)
         .bind(limit)
+        .bind(db.instance_id())
         .fetch_all(db.writer())
         .await?;
     Ok(rows)
@@ -34,7 +35,8 @@ fn claim_sql(db: &Db, table: &str, claimed_status: &str, returning: &str) -> Str
         super::Backend::Postgres => String::new(),
     };
     format!(
-        "UPDATE {table} SET status = '{claimed_status}', attempts = attempts + 1, next_attempt_at = $1 \
+        "UPDATE {table} SET status = '{claimed_status}', attempts = attempts + 1, next_attempt_at = $1, \
+         claimed_by = $4 \
          WHERE id IN (SELECT id FROM {table} {index_hint} \
              WHERE status IN ('pending', '{claimed_status}') AND next_attempt_at <= $2 \
              ORDER BY next_attempt_at, id LIMIT $3 {}) \

@@ -35,7 +35,16 @@ pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf) -> R
         .build();
 
     // leptos_routes_with_context runs this for page renders and server-function calls alike.
-    let provide_backend = move || provide_context(backend.clone());
+    let provide_backend = move || {
+        provide_context(backend.clone());
+        // The nonce of this response's CSP header (web::security_headers), so the inline
+        // hydration scripts carry it.
+        if let Some(nonce) = use_context::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<super::CspNonce>().cloned())
+        {
+            provide_context(leptos::nonce::Nonce::from_value(nonce.0));
+        }
+    };
 
     Router::new()
         .route(&format!("/{PKG_DIR}/{OUTPUT_NAME}.css"), get(stylesheet))

@@ -27,13 +27,89 @@ pub fn router(parts: WebParts) -> Router {
             "/webhooks/{provider}",
             post(webhooks::receive)
                 .layer(DefaultBodyLimit::max(parts.max_body_bytes))
+                .layer(axum::middleware::from_fn_with_state(
+                    parts.max_body_bytes,
+                    refuse_announced_oversize,
+                ))
                 .with_state(state),
         );
     }
     if let Some((backend, site_root)) = parts.dashboard {
         router = router.merge(dashboard::dashboard_router(backend, site_root));
     }
-    router.layer(TraceLayer::new_for_http())
+    router
+        .layer(axum::middleware::from_fn(security_headers))
+        .layer(TraceLayer::new_for_http())
+}
+
+/// The nonce of this response's Content-Security-Policy; the dashboard renders it into its
+/// inline scripts (Leptos' hydration script is an inline module script).
+#[derive(Clone, Debug)]
+pub struct CspNonce(pub String);
+
+/// Security headers on every response: a CSP allowing scripts only from this origin or
+/// carrying this response's nonce (plus `'wasm-unsafe-eval'`, which instantiating the
+/// dashboard's WebAssembly needs), no framing, no MIME sniffing, no referrer.
+async fn security_headers(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{header, HeaderValue};
+    use base64::Engine;
+    use rand::RngCore;
+    let mut bytes = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    let nonce = base64::engine::general_purpose::STANDARD.encode(bytes);
+    request.extensions_mut().insert(CspNonce(nonce.clone()));
+    let mut response = next.run(request).await;
+    let csp = format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
+         base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    );
+    let headers = response.headers_mut();
+    if let Ok(csp) = HeaderValue::from_str(&csp) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, csp);
+    }
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}
+
+/// 413 from the `Content-Length` alone, before any of the body is read (the body limit
+/// still stops chunked bodies while they are read).
+async fn refuse_announced_oversize(
+    State(limit): State<usize>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let announced = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        tracing::warn!(announced, limit, "body refused from its Content-Length");
+        let mut response = (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            axum::Json(serde_json::json!({ "error": format!("body larger than {limit} bytes") })),
+        )
+            .into_response();
+        // The body was never read: the connection cannot be reused.
+        response.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+        return response;
+    }
+    next.run(request).await
 }
 
 /// 200 when the database answers, 503 when it does not (load balancers take us out).

@@ -38,6 +38,24 @@ pub fn correlation_id(headers: &HeaderMap) -> String {
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
 }
 
+/// The provider name as it may appear in a log line: a configured name as is; anything
+/// else from the URL escaped (no newlines or terminal escapes reach the log) and truncated.
+pub fn loggable_provider(providers: &Providers, name: &str) -> String {
+    if providers.get(name).is_some() {
+        return name.to_string();
+    }
+    const MAX_CHARS: usize = 32;
+    let mut escaped: String = name
+        .chars()
+        .take(MAX_CHARS)
+        .flat_map(char::escape_default)
+        .collect();
+    if name.chars().count() > MAX_CHARS {
+        escaped.push('…');
+    }
+    format!("unknown:{escaped}")
+}
+
 fn answer(status: StatusCode, correlation_id: &str, body: serde_json::Value) -> Response {
     let mut response = (status, Json(body)).into_response();
     if let Ok(value) = HeaderValue::from_str(correlation_id) {
@@ -61,7 +79,8 @@ pub async fn receive(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let correlation_id = correlation_id(&headers);
-    let span = tracing::info_span!("webhook", %correlation_id, provider = %provider_name);
+    let logged = loggable_provider(&state.providers, &provider_name);
+    let span = tracing::info_span!("webhook", %correlation_id, provider = %logged);
     receive_inner(state, provider_name, headers, body, correlation_id)
         .instrument(span)
         .await
@@ -79,7 +98,10 @@ async fn receive_inner(
         return error(
             StatusCode::BAD_REQUEST,
             &correlation_id,
-            format!("unknown provider {provider_name:?}"),
+            format!(
+                "unknown provider {:?}",
+                provider_name.chars().take(64).collect::<String>()
+            ),
         );
     };
     let body = match body {
@@ -154,6 +176,32 @@ async fn receive_inner(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_provider_names_are_escaped_and_truncated_for_the_log() {
+        let settings = crate::config::Settings {
+            providers: vec![crate::config::ProviderSettings {
+                name: "stripe".into(),
+                scheme: crate::signature::SchemeKind::Stripe,
+                secrets: vec!["whsec_0123456789abcdef".into()],
+                tolerance_secs: 300,
+                mapping: None,
+                events: Default::default(),
+            }],
+            ..Default::default()
+        };
+        let providers = Providers::build(&settings.providers).unwrap();
+        assert_eq!(loggable_provider(&providers, "stripe"), "stripe");
+        let forged = "x\n2025-01-01T00:00:00Z  INFO accepted\x1b[2J";
+        let logged = loggable_provider(&providers, forged);
+        assert!(
+            !logged.contains('\n') && !logged.contains('\x1b'),
+            "{logged}"
+        );
+        assert!(logged.starts_with("unknown:"), "{logged}");
+        let long = loggable_provider(&providers, &"a".repeat(10_000));
+        assert!(long.chars().count() < 50, "{long}");
+    }
 
     #[test]
     fn correlation_id_comes_from_the_request_when_sane() {

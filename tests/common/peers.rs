@@ -18,6 +18,10 @@ pub enum Reply {
     RetryAfter(u16, &'static str),
     /// Takes the request (it counts as received and applied), then answers too late.
     SucceedSlowly(Duration),
+    /// A redirect (301/302/303/307/308) to another URL.
+    Redirect(u16, String),
+    /// A status with a body that never ends.
+    EndlessBody(u16),
 }
 
 #[derive(Clone, Debug)]
@@ -87,6 +91,23 @@ async fn receive(State(state): State<MerchantState>, headers: HeaderMap, body: B
             "slow down",
         )
             .into_response(),
+        Some(Reply::Redirect(s, location)) => (
+            StatusCode::from_u16(s).unwrap(),
+            [("location", location)],
+            "moved",
+        )
+            .into_response(),
+        Some(Reply::EndlessBody(s)) => {
+            let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+            let stream = futures::stream::repeat_with(move || {
+                Ok::<_, std::convert::Infallible>(chunk.clone())
+            });
+            (
+                StatusCode::from_u16(s).unwrap(),
+                axum::body::Body::from_stream(stream),
+            )
+                .into_response()
+        }
         Some(Reply::SucceedSlowly(d)) => {
             tokio::time::sleep(d).await;
             (StatusCode::OK, "ok, but late").into_response()

@@ -1,0 +1,9 @@
+-- Running instances and their heartbeats; claims name the instance that made them, so a
+-- dead instance's claims are released at once instead of waiting out their lease.
+CREATE TABLE instances (
+    instance_id  TEXT    PRIMARY KEY,
+    started_at   INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL
+);
+ALTER TABLE inbox_events ADD COLUMN claimed_by TEXT;
+ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
