@@ -161,6 +161,9 @@ async fn killed_during_a_burst_every_acknowledged_event_is_processed_exactly_onc
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Stop the server before any assertion can fail, so a failing test leaves no process.
+    child.kill().unwrap();
+    child.wait().unwrap();
     let recovered = recovered.expect("events left unprocessed 30 s after the restart");
     eprintln!(
         "{kind:?}: every acknowledged event applied {:.2} s after the restart \
@@ -171,8 +174,6 @@ async fn killed_during_a_burst_every_acknowledged_event_is_processed_exactly_onc
         recovered < Duration::from_secs(10),
         "recovery took {recovered:?}; the target is under 5 s"
     );
-    child.kill().unwrap();
-    child.wait().unwrap();
 
     let rows: Vec<(String, String)> = sqlx::query_as("SELECT event_id, status FROM inbox_events")
         .fetch_all(store.reader())

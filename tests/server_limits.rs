@@ -119,13 +119,24 @@ impl Binary {
 
     /// Stops it (SIGTERM) and returns what it logged.
     fn stop(mut self) -> String {
+        let log = self._dir.path().join("stderr.log");
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
         )
         .unwrap();
         self.child.wait().unwrap();
-        std::fs::read_to_string(self._dir.path().join("stderr.log")).unwrap()
+        std::fs::read_to_string(log).unwrap()
+    }
+}
+
+impl Drop for Binary {
+    /// A failing test never leaves the server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
