@@ -64,6 +64,11 @@ pub enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
+    /// Dashboard users: add, list, disable, enable, reset-password.
+    User {
+        #[command(subcommand)]
+        command: crate::auth::cli::UserCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -267,6 +272,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             server.run_until_signal().await
         }
         Command::Bench(args) => crate::bench::run(args, &cli.common).await,
+        Command::User { command } => {
+            let settings = cli.common.settings(None)?;
+            let db = open(&settings).await?;
+            crate::auth::cli::run(&db, command).await
+        }
         Command::Dlq { command } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;

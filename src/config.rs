@@ -34,6 +34,8 @@ pub struct Settings {
     pub dead_letters: DeadLetterSettings,
     pub alerts: AlertSettings,
     pub retention: RetentionSettings,
+    /// Dashboard sign-in and sessions (see src/auth/).
+    pub dashboard: crate::auth::DashboardSettings,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -282,6 +284,7 @@ impl Default for Settings {
                 dead_letter_days: 180,
                 interval_secs: 3_600,
             },
+            dashboard: crate::auth::DashboardSettings::default(),
         }
     }
 }
@@ -295,7 +298,7 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
 }
 
-const TOP_LEVEL_KEYS: [&str; 12] = [
+const TOP_LEVEL_KEYS: [&str; 13] = [
     "database_url",
     "data_dir",
     "listen",
@@ -308,6 +311,7 @@ const TOP_LEVEL_KEYS: [&str; 12] = [
     "dead_letters",
     "alerts",
     "retention",
+    "dashboard",
 ];
 
 impl Settings {

@@ -138,6 +138,16 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     drop(alerter);
     background.push(alert_task);
 
+    let (access, sweeper) =
+        crate::auth::Access::start(&db, &settings.dashboard, shutdown.clone()).await?;
+    background.push(sweeper);
+    if let Some(password) = crate::auth::bootstrap_first_admin(&db, access.passwords()).await? {
+        // Printed once, to the terminal only: never logged, never stored in clear.
+        eprintln!(
+            "\n  No dashboard user existed: created `admin` with the one-time password\n\n      {password}\n\n  Sign in at http://{}/sign-in and choose a new password.\n",
+            settings.listen
+        );
+    }
     let router = web::router(WebParts {
         webhooks,
         max_body_bytes: settings.receiver.max_body_bytes,
@@ -146,6 +156,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
             Arc::new(StoreBackend { db: db.clone() }),
             settings.site_root.clone(),
         )),
+        access: Some(access),
     });
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
@@ -153,10 +164,14 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let addr = listener.local_addr()?;
     let token = shutdown.clone();
     let http = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move { token.cancelled().await })
-            .await
-            .context("HTTP server")
+        // With the client address: sign-in limits and the audit log need it.
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move { token.cancelled().await })
+        .await
+        .context("HTTP server")
         // The router (and with it every Ingestor clone) is dropped here, which lets the
         // ingest writers drain their queue and stop.
     });

@@ -4,6 +4,7 @@ import { expect, test, type APIRequestContext, type Locator, type Page } from '@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { paymentIntentSucceeded, stripeSignature, uniqueSuffix } from './stripe';
+import { signIn } from './session';
 
 test.use({ baseURL: process.env.ONCEHOOK_E2E_URL });
 
@@ -48,6 +49,7 @@ test('a signed delivery shows up in the inbox, and the page hydrates', async ({ 
   page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
 
+  await signIn(page, 'viewer');
   const row = await openInboxWithRow(page, eventId, () => (problems.length = 0));
   await expect(page).toHaveTitle('Inbox · oncehook');
   await expect(await cell(page, row, 'Provider')).toHaveText('stripe');
@@ -95,6 +97,7 @@ test.describe('without JavaScript', () => {
     await deliver(request, body);
     await deliver(request, body);
 
+    await signIn(page, 'viewer');
     const row = await openInboxWithRow(page, eventId);
     await expect(page.locator('#inbox-table tbody tr', { hasText: eventId })).toHaveCount(1);
     await expect(await cell(page, row, 'Deliveries')).toHaveText('2');

@@ -1,2 +1,3 @@
+pub mod access;
 pub mod inbox;
 pub mod not_found;
