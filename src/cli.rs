@@ -269,6 +269,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             println!("  database:  {}", redact_url(&settings.database_url));
+            let passwords = crate::auth::password::Passwords::new(1).await?;
+            if let Some(password) =
+                crate::auth::bootstrap_first_admin(&server.db, &passwords).await?
+            {
+                // Printed once, to the terminal only: never logged, never stored in clear.
+                println!(
+                    "\n  No dashboard user existed: created `admin` with the one-time password\n"
+                );
+                println!("      {password}\n");
+                println!("  Sign in at {url}/sign-in and choose a new password.\n");
+            }
             server.run_until_signal().await
         }
         Command::Bench(args) => crate::bench::run(args, &cli.common).await,

@@ -141,13 +141,6 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let (access, sweeper) =
         crate::auth::Access::start(&db, &settings.dashboard, shutdown.clone()).await?;
     background.push(sweeper);
-    if let Some(password) = crate::auth::bootstrap_first_admin(&db, access.passwords()).await? {
-        // Printed once, to the terminal only: never logged, never stored in clear.
-        eprintln!(
-            "\n  No dashboard user existed: created `admin` with the one-time password\n\n      {password}\n\n  Sign in at http://{}/sign-in and choose a new password.\n",
-            settings.listen
-        );
-    }
     let router = web::router(WebParts {
         webhooks,
         max_body_bytes: settings.receiver.max_body_bytes,
