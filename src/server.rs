@@ -146,7 +146,10 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         max_body_bytes: settings.receiver.max_body_bytes,
         db: db.clone(),
         dashboard: Some((
-            Arc::new(StoreBackend { db: db.clone() }),
+            Arc::new(StoreBackend {
+                db: db.clone(),
+                providers: providers.clone(),
+            }),
             settings.site_root.clone(),
         )),
         access: Some(access),

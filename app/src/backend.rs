@@ -83,9 +83,184 @@ pub struct InboxPage {
     pub next_before: Option<i64>,
 }
 
+/// Which dead letters a page or an action is about. Empty fields match everything; the
+/// status defaults to `open`. It lives in the page's URL, so a view can be shared.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DlqQuery {
+    /// One dead letter.
+    pub id: Option<i64>,
+    /// transient | permanent | business | unknown
+    pub class: Option<String>,
+    pub provider: Option<String>,
+    /// processor | outbox
+    pub stage: Option<String>,
+    /// Text the latest error contains.
+    pub error: Option<String>,
+    /// open (default) | redriven | resolved | discarded
+    pub status: Option<String>,
+}
+
+impl DlqQuery {
+    /// Empty form fields mean "any".
+    pub fn normalized(self) -> DlqQuery {
+        let clean = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+        DlqQuery {
+            id: self.id,
+            class: clean(self.class),
+            provider: clean(self.provider),
+            stage: clean(self.stage),
+            error: clean(self.error),
+            status: clean(self.status),
+        }
+    }
+
+    /// The query string that shows this selection on /dlq.
+    pub fn to_query_string(&self) -> String {
+        let mut parts = vec![];
+        if let Some(id) = self.id {
+            parts.push(format!("id={id}"));
+        }
+        for (key, value) in [
+            ("class", &self.class),
+            ("provider", &self.provider),
+            ("stage", &self.stage),
+            ("error", &self.error),
+            ("status", &self.status),
+        ] {
+            if let Some(v) = value {
+                parts.push(format!("{key}={}", percent_encode(v)));
+            }
+        }
+        parts.join("&")
+    }
+}
+
+/// Percent-encodes a query value (everything but RFC 3986 unreserved characters).
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetterView {
+    pub id: i64,
+    pub stage: String,
+    pub sink: Option<String>,
+    pub provider: Option<String>,
+    pub event_id: Option<String>,
+    pub event_type: Option<String>,
+    pub order_id: Option<String>,
+    pub class: String,
+    pub error: String,
+    pub attempts: i64,
+    pub status: String,
+    /// Seconds since it entered the queue.
+    pub age_secs: i64,
+    /// RFC 3339: when it entered the queue, and when it should be dealt with by.
+    pub first_attempt_at: String,
+    pub resolve_by: String,
+}
+
+/// Dead letters sharing an error class and message, oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetterGroup {
+    pub class: String,
+    pub error: String,
+    pub items: Vec<DeadLetterView>,
+    pub oldest_age_secs: i64,
+}
+
+/// A redrive already done, with what became of its item since.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedriveView {
+    pub dead_letter_id: i64,
+    pub event_id: Option<String>,
+    pub actor: String,
+    pub reason: Option<String>,
+    /// What the redrive did (`requeued`, `skipped: …`).
+    pub outcome: String,
+    pub at: String,
+    /// The item's status now (inbox or outbox row): applied, duplicate, pending, failed…
+    pub current_status: Option<String>,
+}
+
+/// What a redrive did or, for a dry run, would do, per dead letter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedriveOutcome {
+    pub dead_letter_id: i64,
+    pub event_id: Option<String>,
+    pub outcome: String,
+}
+
+/// A dry run over everything a query matches (not only what one page shows).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedrivePreview {
+    pub matching: usize,
+    /// The first predictions (at most a few hundred).
+    pub outcomes: Vec<RedriveOutcome>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DlqPage {
+    pub open: i64,
+    pub oldest_open_age_secs: Option<i64>,
+    pub groups: Vec<DeadLetterGroup>,
+    /// More matched than the page groups (the newest are shown); bulk actions cover all.
+    pub truncated: bool,
+    pub recent_redrives: Vec<RedriveView>,
+    /// The signed-in person may redrive, resolve and discard (the server checks again).
+    pub can_operate: bool,
+}
+
+#[cfg(feature = "ssr")]
+use crate::error::AppError;
+
 #[cfg(feature = "ssr")]
 #[async_trait::async_trait]
 pub trait AdminBackend: Send + Sync + 'static {
     /// Latest inbox events, newest first; `before` is the keyset cursor (an inbox id).
     async fn inbox_page(&self, before: Option<i64>, limit: u32) -> Result<InboxPage, String>;
+
+    /// The dead-letter triage page: matching dead letters grouped by class and message.
+    async fn dead_letters(&self, _who: &Principal, _query: DlqQuery) -> Result<DlqPage, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// What redriving everything `query` matches would do now. Changes nothing.
+    async fn preview_redrive(
+        &self,
+        _who: &Principal,
+        _query: DlqQuery,
+    ) -> Result<RedrivePreview, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// Redrives everything `query` matches (operator). Refusals are audited.
+    async fn redrive(
+        &self,
+        _who: &Principal,
+        _query: DlqQuery,
+        _reason: Option<String>,
+    ) -> Result<Vec<RedriveOutcome>, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// Resolves (fixed elsewhere) or discards (will not be fixed) one dead letter with a
+    /// reason (operator). Refusals are audited.
+    async fn close_dead_letter(
+        &self,
+        _who: &Principal,
+        _id: i64,
+        _resolve: bool,
+        _reason: String,
+    ) -> Result<(), AppError> {
+        Err(AppError::NotFound)
+    }
 }

@@ -17,6 +17,7 @@ pub fn TopBar() -> impl IntoView {
             // Orders, Dead letters and Overview join this list as their pages land.
             <nav class="mainnav" aria-label="Main">
                 <A href="/">"Inbox"</A>
+                <A href="/dlq">"Dead letters"</A>
             </nav>
             <UserMenu/>
         </header>

@@ -17,6 +17,7 @@ use leptos_router::{
 };
 use pages::{
     access::{ChangePasswordPage, SignInPage},
+    dlq::DlqPage,
     inbox::InboxPage,
     not_found::NotFound,
 };
@@ -68,6 +69,7 @@ pub fn App() -> impl IntoView {
                     <Routes fallback=|| view! { <NotFound/> }>
                         <Route path=path!("/") view=InboxPage ssr=SsrMode::Async/>
                         <Route path=path!("/inbox") view=InboxPage ssr=SsrMode::Async/>
+                        <Route path=path!("/dlq") view=DlqPage ssr=SsrMode::Async/>
                         <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async/>
                         <Route path=path!("/change-password") view=ChangePasswordPage ssr=SsrMode::Async/>
                     </Routes>

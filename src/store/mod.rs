@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod outbox;
 pub mod queue;
 pub mod read;
+pub mod triage;
 pub mod users;
 
 use std::str::FromStr;
