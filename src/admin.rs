@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use app::backend::{
-    AdminBackend, DeadLetterGroup, DeadLetterView, DlqPage, DlqQuery, InboxEventView, InboxPage,
-    Principal, RedriveOutcome, RedrivePreview, RedriveView, Role,
+    AdminBackend, DeadLetterGroup, DeadLetterView, DeliveryView, DlqPage, DlqQuery, EventDetail,
+    InboxEventView, InboxPage, InboxQuery, Principal, RedriveOutcome, RedrivePreview, RedriveView,
+    Role,
 };
 use app::error::AppError;
 
@@ -14,7 +15,7 @@ use crate::redrive;
 use crate::store::dead_letters::{self, Actor, DeadLetterFilter};
 use crate::store::read::{list_events, EventFilter};
 use crate::store::users::{self, AuditEntry};
-use crate::store::{now_ms, triage, Db};
+use crate::store::{event_detail, now_ms, triage, Db};
 
 /// Dead letters the triage page groups (the newest matching); bulk actions cover all.
 const DLQ_PAGE_ITEMS: i64 = 1_000;
@@ -78,16 +79,32 @@ impl StoreBackend {
 #[async_trait::async_trait]
 impl AdminBackend for StoreBackend {
     async fn inbox_page(&self, before: Option<i64>, limit: u32) -> Result<InboxPage, String> {
+        self.inbox(
+            InboxQuery {
+                before,
+                ..Default::default()
+            },
+            limit,
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    async fn inbox(&self, query: InboxQuery, limit: u32) -> Result<InboxPage, AppError> {
+        let query = query.normalized();
         let limit = i64::from(limit.clamp(1, 200));
         let filter = EventFilter {
-            before,
+            provider: query.provider,
+            status: query.status,
+            event_type: query.event_type,
+            order_id: query.order_id,
+            before: query.before,
             // One extra row tells whether there is a next page.
             limit: limit + 1,
-            ..Default::default()
         };
         let mut rows = list_events(&self.db, &filter)
             .await
-            .map_err(|e| format!("could not read the inbox: {e:#}"))?;
+            .map_err(backend_error("could not read the inbox"))?;
         let has_more = rows.len() as i64 > limit;
         rows.truncate(limit as usize);
         let next_before = if has_more {
@@ -112,6 +129,101 @@ impl AdminBackend for StoreBackend {
                 .collect(),
             next_before,
         })
+    }
+
+    async fn event_detail(&self, id: i64) -> Result<EventDetail, AppError> {
+        let row = event_detail::event(&self.db, id)
+            .await
+            .map_err(backend_error("reading the event"))?
+            .ok_or(AppError::NotFound)?;
+        let collapsed_onto = row
+            .effect
+            .as_ref()
+            .map(|(_, winner, _, _)| winner.clone())
+            .filter(|winner| *winner != row.event_id);
+        let open_dead_letter = row.dead_letters.iter().any(|(_, s)| s == "open");
+        let outcome = match (row.status.as_str(), &collapsed_onto) {
+            (_, _) if open_dead_letter => {
+                "dead-lettered: waiting for an operator (see the dead letter)".to_string()
+            }
+            ("duplicate", Some(winner)) => {
+                format!("collapsed onto {winner}: the same change was already applied")
+            }
+            ("applied", _) => match &row.effect {
+                Some((transition, _, _, at)) => format!("applied: {transition} at {at}"),
+                None => "applied".to_string(),
+            },
+            ("stale", _) => format!(
+                "stale: newer news had arrived{}",
+                row.reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+            ("pending" | "processing", _) => "waiting to be processed".to_string(),
+            (status, _) => match &row.reason {
+                Some(reason) => format!("{status}: {reason}"),
+                None => status.to_string(),
+            },
+        };
+        let payload_pretty = serde_json::from_slice::<serde_json::Value>(&row.raw_body)
+            .ok()
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+            .unwrap_or_else(|| String::from_utf8_lossy(&row.raw_body).into_owned());
+        let errors = row
+            .error_history
+            .as_deref()
+            .and_then(|h| serde_json::from_str::<Vec<serde_json::Value>>(h).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| {
+                let at = e["at"].as_i64().map(crate::store::read::rfc3339);
+                format!(
+                    "{} · {} · {}",
+                    at.unwrap_or_default(),
+                    e["class"].as_str().unwrap_or("?"),
+                    e["error"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        Ok(EventDetail {
+            id: row.id,
+            provider: row.provider,
+            event_id: row.event_id,
+            event_type: row.event_type,
+            api_version: row.api_version,
+            status: row.status,
+            reason: row.reason,
+            order_id: row.order_id,
+            effect_key: row.effect_key,
+            outcome,
+            collapsed_onto,
+            attempts: row.attempts,
+            correlation_id: row.correlation_id,
+            received_at: row.received_at,
+            processed_at: row.processed_at,
+            raw_size: row.raw_body.len(),
+            payload_pretty,
+            deliveries: row
+                .deliveries
+                .into_iter()
+                .map(|(received_at, duplicate, correlation_id)| DeliveryView {
+                    received_at,
+                    duplicate,
+                    correlation_id,
+                })
+                .collect(),
+            errors,
+            dead_letters: row.dead_letters,
+        })
+    }
+
+    async fn raw_body(&self, id: i64) -> Result<(String, String, Vec<u8>), AppError> {
+        let row = event_detail::event(&self.db, id)
+            .await
+            .map_err(backend_error("reading the event"))?
+            .ok_or(AppError::NotFound)?;
+        Ok((row.provider, row.event_id, row.raw_body))
     }
 
     async fn dead_letters(&self, who: &Principal, query: DlqQuery) -> Result<DlqPage, AppError> {

@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use app::api::{CloseDeadLetter, RedriveDeadLetters};
-use app::backend::{AdminBackend, DlqQuery, Principal, Role};
+use app::backend::{AdminBackend, DlqQuery, InboxQuery, Principal, Role};
 use app::error::AppError;
 use common::fixtures::*;
 use common::{snapshot, Kind, TestApp};
@@ -26,6 +26,8 @@ both!(
     resolve_and_discard_need_an_operator_and_a_reason,
     dead_letters_are_grouped_by_class_and_message_oldest_first,
     bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match,
+    event_page_shows_deliveries_the_effect_and_the_byte_exact_body,
+    inbox_filters_live_in_the_url_and_pages_by_keyset,
 );
 
 const PASSWORD: &str = "a long passphrase 1";
@@ -516,4 +518,179 @@ async fn bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match(kind:
             .await,
         5
     );
+}
+
+async fn inbox_id(app: &TestApp, event_id: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>("SELECT id FROM inbox_events WHERE event_id = $1")
+        .bind(event_id)
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap()
+}
+
+async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Kind) {
+    let app = app(kind).await;
+    let pay = payment_intent_succeeded("evt_pay", "pi_1", "order-1", 4200, T10_00);
+    let raw = pay.to_string();
+    // Delivered twice, and announced a second way (same payment, another event type).
+    app.post_stripe(&pay).await;
+    app.post_stripe(&pay).await;
+    app.post_stripe(&invoice_paid_new("evt_inv", "pi_1", 4200, T10_00 + 5))
+        .await;
+    app.process().await;
+    let backend = backend(&app);
+    let (pay_id, inv_id) = (
+        inbox_id(&app, "evt_pay").await,
+        inbox_id(&app, "evt_inv").await,
+    );
+
+    let detail = backend.event_detail(pay_id).await.unwrap();
+    assert_eq!(detail.status, "applied");
+    assert!(
+        detail.outcome.starts_with("applied: pay"),
+        "{}",
+        detail.outcome
+    );
+    assert_eq!(detail.order_id.as_deref(), Some("order-1"));
+    assert_eq!(detail.collapsed_onto, None);
+    let kinds: Vec<bool> = detail.deliveries.iter().map(|d| d.duplicate).collect();
+    assert_eq!(kinds, [false, true]);
+    assert_eq!(detail.raw_size, raw.len());
+    assert!(
+        detail.payload_pretty.contains("\n  \"id\": \"evt_pay\""),
+        "{}",
+        detail.payload_pretty
+    );
+    let key = detail.effect_key.clone().unwrap();
+
+    let collapsed = backend.event_detail(inv_id).await.unwrap();
+    assert_eq!(collapsed.status, "duplicate");
+    assert_eq!(collapsed.effect_key.as_deref(), Some(key.as_str()));
+    assert_eq!(collapsed.collapsed_onto.as_deref(), Some("evt_pay"));
+    assert!(
+        collapsed.outcome.contains("collapsed onto evt_pay"),
+        "{}",
+        collapsed.outcome
+    );
+    assert!(matches!(
+        backend.event_detail(999_999).await,
+        Err(AppError::NotFound)
+    ));
+
+    // Over HTTP: the page, and the original bytes as a download, for a signed-in viewer only.
+    let viewer = signed_in(&app, "vera", Role::Viewer).await;
+    let page = client()
+        .get(format!("{}/events/{pay_id}", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let html = page.text().await.unwrap();
+    assert!(html.contains(&key) && html.contains("href=\"/orders/order-1\""));
+    let response = client()
+        .get(format!("{}/events/{pay_id}/raw", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .starts_with("attachment"));
+    assert_eq!(response.bytes().await.unwrap(), raw.as_bytes());
+    let anonymous = client()
+        .get(format!("{}/events/{pay_id}/raw", app.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::SEE_OTHER);
+    let missing = client()
+        .get(format!("{}/events/999999", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}
+
+async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
+    let app = app(kind).await;
+    for n in 0..5 {
+        app.post_stripe(&payment_intent_succeeded(
+            &format!("evt_{n}"),
+            &format!("pi_{n}"),
+            if n < 3 { "order-a" } else { "order-b" },
+            100,
+            T10_00 + n as i64,
+        ))
+        .await;
+    }
+    unsupported_version(&app, 1).await;
+    app.process().await;
+    let backend = backend(&app);
+    let ids = |page: &app::backend::InboxPage| -> Vec<String> {
+        page.events.iter().map(|e| e.event_id.clone()).collect()
+    };
+
+    let order_a = InboxQuery {
+        order_id: Some("order-a".into()),
+        ..Default::default()
+    };
+    let first = backend.inbox(order_a.clone(), 2).await.unwrap();
+    assert_eq!(ids(&first), ["evt_2", "evt_1"]);
+    let next = InboxQuery {
+        before: first.next_before,
+        ..order_a.clone()
+    };
+    assert_eq!(
+        next.href(),
+        format!(
+            "/events?order=order-a&before={}",
+            first.next_before.unwrap()
+        )
+    );
+    let second = backend.inbox(next, 2).await.unwrap();
+    assert_eq!(ids(&second), ["evt_0"]);
+    assert_eq!(second.next_before, None);
+
+    let failed = backend
+        .inbox(
+            InboxQuery {
+                status: Some("dead".into()),
+                ..Default::default()
+            },
+            50,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&failed), ["evt_old_1"]);
+    // Empty form fields mean "any".
+    let all = backend
+        .inbox(
+            InboxQuery {
+                provider: Some(" ".into()),
+                status: Some(String::new()),
+                ..Default::default()
+            },
+            50,
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.events.len(), 6);
+
+    // The page reads the same filters from its URL.
+    let viewer = signed_in(&app, "vera", Role::Viewer).await;
+    let html = client()
+        .get(format!("{}/events?order=order-b", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("evt_3") && html.contains("evt_4"));
+    assert!(!html.contains(">evt_1<"));
 }

@@ -9,14 +9,27 @@ use leptos::prelude::*;
 pub const INBOX_PAGE_SIZE: u32 = 50;
 
 #[server]
-pub async fn load_inbox(before: Option<i64>) -> Result<InboxPage, AppError> {
+pub async fn load_inbox(query: crate::backend::InboxQuery) -> Result<InboxPage, AppError> {
     use crate::backend::AdminBackend;
     use std::sync::Arc;
 
-    expect_context::<Arc<dyn AdminBackend>>()
-        .inbox_page(before, INBOX_PAGE_SIZE)
-        .await
-        .map_err(AppError::Backend)
+    with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .inbox(query, INBOX_PAGE_SIZE)
+            .await,
+    )
+}
+
+#[server]
+pub async fn load_event(id: i64) -> Result<crate::backend::EventDetail, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+
+    with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .event_detail(id)
+            .await,
+    )
 }
 
 /// The signed-in person, as the server's session middleware put it in the request.

@@ -83,6 +83,92 @@ pub struct InboxPage {
     pub next_before: Option<i64>,
 }
 
+/// Inbox filters; they live in the URL (`/events?status=failed&provider=stripe`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxQuery {
+    pub provider: Option<String>,
+    pub status: Option<String>,
+    pub event_type: Option<String>,
+    pub order_id: Option<String>,
+    /// Keyset cursor: only events older than this inbox id.
+    pub before: Option<i64>,
+}
+
+impl InboxQuery {
+    pub fn normalized(self) -> InboxQuery {
+        let clean = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+        InboxQuery {
+            provider: clean(self.provider),
+            status: clean(self.status),
+            event_type: clean(self.event_type),
+            order_id: clean(self.order_id),
+            before: self.before,
+        }
+    }
+
+    /// The URL of this view (filters kept, cursor as given).
+    pub fn href(&self) -> String {
+        let mut parts = vec![];
+        for (key, value) in [
+            ("provider", &self.provider),
+            ("status", &self.status),
+            ("type", &self.event_type),
+            ("order", &self.order_id),
+        ] {
+            if let Some(v) = value {
+                parts.push(format!("{key}={}", percent_encode(v)));
+            }
+        }
+        if let Some(before) = self.before {
+            parts.push(format!("before={before}"));
+        }
+        if parts.is_empty() {
+            "/events".into()
+        } else {
+            format!("/events?{}", parts.join("&"))
+        }
+    }
+}
+
+/// One delivery of an event by the provider.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryView {
+    pub received_at: String,
+    pub duplicate: bool,
+    pub correlation_id: String,
+}
+
+/// Everything about one received event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventDetail {
+    pub id: i64,
+    pub provider: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub api_version: Option<String>,
+    pub status: String,
+    pub reason: Option<String>,
+    pub order_id: Option<String>,
+    pub effect_key: Option<String>,
+    /// What became of it, in one line: applied, collapsed onto evt_…, stale, ignored,
+    /// dead-lettered, waiting.
+    pub outcome: String,
+    /// The event whose delivery applied the effect, when it was another one.
+    pub collapsed_onto: Option<String>,
+    pub attempts: i64,
+    pub correlation_id: String,
+    pub received_at: String,
+    pub processed_at: Option<String>,
+    /// Pretty-printed JSON, or the body as text when it is not JSON.
+    pub payload_pretty: String,
+    pub raw_size: usize,
+    pub deliveries: Vec<DeliveryView>,
+    /// Earlier failures, oldest first: "time · class · error".
+    pub errors: Vec<String>,
+    /// Dead letters it became: (id, status).
+    pub dead_letters: Vec<(i64, String)>,
+}
+
 /// Which dead letters a page or an action is about. Empty fields match everything; the
 /// status defaults to `open`. It lives in the page's URL, so a view can be shared.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,6 +313,23 @@ use crate::error::AppError;
 pub trait AdminBackend: Send + Sync + 'static {
     /// Latest inbox events, newest first; `before` is the keyset cursor (an inbox id).
     async fn inbox_page(&self, before: Option<i64>, limit: u32) -> Result<InboxPage, String>;
+
+    /// The inbox with filters; defaults to the unfiltered page.
+    async fn inbox(&self, query: InboxQuery, limit: u32) -> Result<InboxPage, AppError> {
+        self.inbox_page(query.before, limit)
+            .await
+            .map_err(AppError::Backend)
+    }
+
+    /// One event; `NotFound` when there is no such inbox id.
+    async fn event_detail(&self, _id: i64) -> Result<EventDetail, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// The body exactly as received: (provider, event id, bytes).
+    async fn raw_body(&self, _id: i64) -> Result<(String, String, Vec<u8>), AppError> {
+        Err(AppError::NotFound)
+    }
 
     /// The dead-letter triage page: matching dead letters grouped by class and message.
     async fn dead_letters(&self, _who: &Principal, _query: DlqQuery) -> Result<DlqPage, AppError> {

@@ -18,6 +18,7 @@ use leptos_router::{
 use pages::{
     access::{ChangePasswordPage, SignInPage},
     dlq::DlqPage,
+    event::EventPage,
     inbox::InboxPage,
     not_found::NotFound,
 };
@@ -69,6 +70,8 @@ pub fn App() -> impl IntoView {
                     <Routes fallback=|| view! { <NotFound/> }>
                         <Route path=path!("/") view=InboxPage ssr=SsrMode::Async/>
                         <Route path=path!("/inbox") view=InboxPage ssr=SsrMode::Async/>
+                        <Route path=path!("/events") view=InboxPage ssr=SsrMode::Async/>
+                        <Route path=path!("/events/:id") view=EventPage ssr=SsrMode::Async/>
                         <Route path=path!("/dlq") view=DlqPage ssr=SsrMode::Async/>
                         <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async/>
                         <Route path=path!("/change-password") view=ChangePasswordPage ssr=SsrMode::Async/>

@@ -109,5 +109,18 @@ test.describe('without JavaScript', () => {
     const screenshot = testInfo.outputPath('inbox-no-js.png');
     await page.screenshot({ path: screenshot, fullPage: true });
     await testInfo.attach('inbox without JavaScript', { path: screenshot, contentType: 'image/png' });
+
+    // The event's own page: both deliveries, and the original bytes as a download.
+    await row.locator('td.event-id a').click();
+    await expect(page).toHaveURL(/\/events\/\d+$/);
+    await expect(page.locator('h1')).toHaveText(eventId);
+    await expect(page.locator('#deliveries tbody tr')).toHaveCount(2);
+    const href = await page.locator('#raw-download').getAttribute('href');
+    const raw = await page.request.get(href ?? '');
+    expect(raw.status()).toBe(200);
+    expect(await raw.text()).toBe(body);
+    const eventShot = testInfo.outputPath('event.png');
+    await page.screenshot({ path: eventShot, fullPage: true });
+    await testInfo.attach('event', { path: eventShot, contentType: 'image/png' });
   });
 });

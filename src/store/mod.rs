@@ -4,6 +4,7 @@
 
 pub mod dead_letters;
 pub mod effects;
+pub mod event_detail;
 pub mod inbox;
 pub mod ingest;
 pub mod outbox;
