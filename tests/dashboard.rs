@@ -30,6 +30,14 @@ both!(
     inbox_filters_live_in_the_url_and_pages_by_keyset,
 );
 
+/// Page renders of several dashboards at once in one process can hang for good (see
+/// `web::dashboard::tests::on_one_runtime`); these tests each start a server and render
+/// pages, so they take turns.
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    TURN.lock().await
+}
+
 const PASSWORD: &str = "a long passphrase 1";
 
 async fn app(kind: Kind) -> TestApp {
@@ -179,6 +187,7 @@ async fn refused_actions(app: &TestApp, actor: &str) -> Vec<(String, String, Opt
 }
 
 async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
+    let _turn = one_at_a_time().await;
     let app = app(kind).await;
     let event = orphan_refund(&app, 1).await;
     process_through_retries(&app).await;
@@ -257,6 +266,7 @@ async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
 }
 
 async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
+    let _turn = one_at_a_time().await;
     let app = app(kind).await;
     let event = orphan_refund(&app, 2).await;
     let other = orphan_refund(&app, 3).await;
@@ -326,6 +336,7 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
 }
 
 async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {
+    let _turn = one_at_a_time().await;
     let app = app(kind).await;
     let a = unsupported_version(&app, 1).await;
     let b = unsupported_version(&app, 2).await;
@@ -385,6 +396,7 @@ async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {
 }
 
 async fn dead_letters_are_grouped_by_class_and_message_oldest_first(kind: Kind) {
+    let _turn = one_at_a_time().await;
     let app = app(kind).await;
     let old_1 = unsupported_version(&app, 1).await;
     process_through_retries(&app).await;
@@ -451,6 +463,7 @@ async fn dead_letters_are_grouped_by_class_and_message_oldest_first(kind: Kind) 
 }
 
 async fn bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match(kind: Kind) {
+    let _turn = one_at_a_time().await;
     let app = app(kind).await;
     let mut orphans = vec![];
     for n in 0..5 {
@@ -529,6 +542,7 @@ async fn inbox_id(app: &TestApp, event_id: &str) -> i64 {
 }
 
 async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Kind) {
+    let _turn = one_at_a_time().await;
     let app = app(kind).await;
     let pay = payment_intent_succeeded("evt_pay", "pi_1", "order-1", 4200, T10_00);
     let raw = pay.to_string();
@@ -616,6 +630,7 @@ async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Ki
 }
 
 async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
+    let _turn = one_at_a_time().await;
     let app = app(kind).await;
     for n in 0..5 {
         app.post_stripe(&payment_intent_succeeded(
