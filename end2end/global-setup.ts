@@ -5,12 +5,13 @@
 //
 // ONCEHOOK_BIN overrides the binary (default: <repo>/target/debug/oncehook);
 // ONCEHOOK_SITE_ROOT overrides the built frontend (default: <repo>/target/site).
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { STRIPE_SECRET } from './tests/stripe';
+import { E2E_USERS } from './tests/session';
 
 const repo = resolve(__dirname, '..');
 
@@ -62,13 +63,25 @@ export default async function globalSetup() {
     ].join('\n'),
   );
 
+  // One user per role, added the way an operator would (password on stdin), before the
+  // server starts: with users present it creates no one-time admin.
+  const databaseUrl = `sqlite://${join(dir, 'oncehook.db')}`;
+  for (const user of Object.values(E2E_USERS)) {
+    const added = spawnSync(bin, ['user', 'add', user.name, '--role', user.role, '--database-url', databaseUrl], {
+      cwd: dir,
+      input: `${user.password}\n`,
+      encoding: 'utf8',
+    });
+    if (added.status !== 0) throw new Error(`oncehook user add ${user.name} failed:\n${added.stderr}`);
+  }
+
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const log = join(dir, 'server.log');
   const out = openSync(log, 'a');
   const child = spawn(
     bin,
-    ['serve', '--config', config, '--listen', `127.0.0.1:${port}`, '--database-url', `sqlite://${join(dir, 'oncehook.db')}`],
+    ['serve', '--config', config, '--listen', `127.0.0.1:${port}`, '--database-url', databaseUrl],
     {
       // Its data dir (relative by default) lands in the temp dir, not in the checkout.
       cwd: dir,

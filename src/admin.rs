@@ -1,9 +1,26 @@
 //! The dashboard's port implemented over the store.
 
-use app::backend::{AdminBackend, InboxEventView, InboxPage};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use app::backend::{
+    AdminBackend, DeadLetterGroup, DeadLetterView, DeliveryView, DlqPage, DlqQuery, EventDetail,
+    InboxEventView, InboxPage, InboxQuery, Principal, RedriveOutcome, RedrivePreview, RedriveView,
+    Role,
+};
+use app::error::AppError;
+
+use crate::config::Providers;
+use crate::redrive;
+use crate::store::dead_letters::{self, Actor, DeadLetterFilter};
 use crate::store::read::{list_events, EventFilter};
-use crate::store::Db;
+use crate::store::users::{self, AuditEntry};
+use crate::store::{event_detail, now_ms, triage, Db};
+
+/// Dead letters the triage page groups (the newest matching); bulk actions cover all.
+const DLQ_PAGE_ITEMS: i64 = 1_000;
+/// Predictions a dry-run preview lists (it counts every matching item).
+const PREVIEW_ITEMS: usize = 200;
 
 /// What a page shows for a failure on our side: a generic sentence and a reference; the
 /// details (driver errors, SQL, paths) go to the log under that reference.
@@ -15,21 +32,88 @@ pub fn internal_error(what: &str, error: &anyhow::Error) -> String {
 
 pub struct StoreBackend {
     pub db: Db,
+    /// For dry-run predictions (how each event would map now).
+    pub providers: Arc<Providers>,
+}
+
+fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
+    // The page gets a generic message with a reference; the details go to the log.
+    move |e| AppError::Backend(internal_error(context, &e))
+}
+
+fn filter_of(query: &DlqQuery) -> DeadLetterFilter {
+    DeadLetterFilter {
+        ids: query.id.into_iter().collect(),
+        status: query.status.clone(),
+        class: query.class.clone(),
+        stage: query.stage.clone(),
+        provider: query.provider.clone(),
+        error_contains: query.error.clone(),
+        ..Default::default()
+    }
+}
+
+impl StoreBackend {
+    /// The role check behind every action: refused attempts are audited with who, what
+    /// and from where, then answered 403.
+    async fn require(
+        &self,
+        who: &Principal,
+        needed: Role,
+        action: &str,
+        target: &str,
+    ) -> Result<(), AppError> {
+        if who.can(needed) {
+            return Ok(());
+        }
+        let entry = AuditEntry {
+            actor: &who.name,
+            action: &format!("{action}.refused"),
+            target,
+            reason: Some(&format!("role {} needs {needed}", who.role)),
+            details: None,
+            source: who.source.as_deref(),
+            now: now_ms(),
+        };
+        users::audit(&self.db, &entry)
+            .await
+            .map_err(backend_error("writing the audit log"))?;
+        Err(AppError::Forbidden(format!(
+            "{action} needs the {needed} role; you are {}",
+            who.role
+        )))
+    }
 }
 
 #[async_trait::async_trait]
 impl AdminBackend for StoreBackend {
     async fn inbox_page(&self, before: Option<i64>, limit: u32) -> Result<InboxPage, String> {
+        self.inbox(
+            InboxQuery {
+                before,
+                ..Default::default()
+            },
+            limit,
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    async fn inbox(&self, query: InboxQuery, limit: u32) -> Result<InboxPage, AppError> {
+        let query = query.normalized();
         let limit = i64::from(limit.clamp(1, 200));
         let filter = EventFilter {
-            before,
+            provider: query.provider,
+            status: query.status,
+            event_type: query.event_type,
+            order_id: query.order_id,
+            before: query.before,
             // One extra row tells whether there is a next page.
             limit: limit + 1,
-            ..Default::default()
         };
         let mut rows = list_events(&self.db, &filter)
             .await
-            .map_err(|e| internal_error("could not read the inbox", &e))?;
+            .map_err(backend_error("could not read the inbox"))?;
         let has_more = rows.len() as i64 > limit;
         rows.truncate(limit as usize);
         let next_before = if has_more {
@@ -55,6 +139,272 @@ impl AdminBackend for StoreBackend {
             next_before,
         })
     }
+
+    async fn event_detail(&self, id: i64) -> Result<EventDetail, AppError> {
+        let row = event_detail::event(&self.db, id)
+            .await
+            .map_err(backend_error("reading the event"))?
+            .ok_or(AppError::NotFound)?;
+        let collapsed_onto = row
+            .effect
+            .as_ref()
+            .map(|(_, winner, _, _)| winner.clone())
+            .filter(|winner| *winner != row.event_id);
+        let open_dead_letter = row.dead_letters.iter().any(|(_, s)| s == "open");
+        let outcome = match (row.status.as_str(), &collapsed_onto) {
+            (_, _) if open_dead_letter => {
+                "dead-lettered: waiting for an operator (see the dead letter)".to_string()
+            }
+            ("duplicate", Some(winner)) => {
+                format!("collapsed onto {winner}: the same change was already applied")
+            }
+            ("applied", _) => match &row.effect {
+                Some((transition, _, _, at)) => format!("applied: {transition} at {at}"),
+                None => "applied".to_string(),
+            },
+            ("stale", _) => format!(
+                "stale: newer news had arrived{}",
+                row.reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+            ("pending" | "processing", _) => "waiting to be processed".to_string(),
+            (status, _) => match &row.reason {
+                Some(reason) => format!("{status}: {reason}"),
+                None => status.to_string(),
+            },
+        };
+        let payload_pretty = serde_json::from_slice::<serde_json::Value>(&row.raw_body)
+            .ok()
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+            .unwrap_or_else(|| String::from_utf8_lossy(&row.raw_body).into_owned());
+        let errors = row
+            .error_history
+            .as_deref()
+            .and_then(|h| serde_json::from_str::<Vec<serde_json::Value>>(h).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| {
+                let at = e["at"].as_i64().map(crate::store::read::rfc3339);
+                format!(
+                    "{} · {} · {}",
+                    at.unwrap_or_default(),
+                    e["class"].as_str().unwrap_or("?"),
+                    e["error"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        Ok(EventDetail {
+            id: row.id,
+            provider: row.provider,
+            event_id: row.event_id,
+            event_type: row.event_type,
+            api_version: row.api_version,
+            status: row.status,
+            reason: row.reason,
+            order_id: row.order_id,
+            effect_key: row.effect_key,
+            outcome,
+            collapsed_onto,
+            attempts: row.attempts,
+            correlation_id: row.correlation_id,
+            received_at: row.received_at,
+            processed_at: row.processed_at,
+            raw_size: row.raw_body.len(),
+            payload_pretty,
+            deliveries: row
+                .deliveries
+                .into_iter()
+                .map(|(received_at, duplicate, correlation_id)| DeliveryView {
+                    received_at,
+                    duplicate,
+                    correlation_id,
+                })
+                .collect(),
+            errors,
+            dead_letters: row.dead_letters,
+        })
+    }
+
+    async fn raw_body(&self, id: i64) -> Result<(String, String, Vec<u8>), AppError> {
+        let row = event_detail::event(&self.db, id)
+            .await
+            .map_err(backend_error("reading the event"))?
+            .ok_or(AppError::NotFound)?;
+        Ok((row.provider, row.event_id, row.raw_body))
+    }
+
+    async fn dead_letters(&self, who: &Principal, query: DlqQuery) -> Result<DlqPage, AppError> {
+        let query = query.normalized();
+        let now = now_ms();
+        let mut filter = filter_of(&query);
+        filter.status = filter.status.or(Some("open".into()));
+        filter.limit = DLQ_PAGE_ITEMS + 1;
+        let mut items = dead_letters::list(&self.db, &filter, now)
+            .await
+            .map_err(backend_error("reading dead letters"))?;
+        let truncated = items.len() as i64 > DLQ_PAGE_ITEMS;
+        items.truncate(DLQ_PAGE_ITEMS as usize);
+        // Oldest first, grouped by class and message; groups ordered by their oldest item.
+        items.reverse();
+        let mut groups: BTreeMap<(String, String), Vec<DeadLetterView>> = BTreeMap::new();
+        let mut order: Vec<(String, String)> = vec![];
+        for dl in items {
+            let key = (dl.error_class.clone(), dl.last_error.clone());
+            if !groups.contains_key(&key) {
+                order.push(key.clone());
+            }
+            groups.entry(key).or_default().push(DeadLetterView {
+                id: dl.id,
+                stage: dl.stage,
+                sink: dl.sink,
+                provider: dl.provider,
+                event_id: dl.event_id,
+                event_type: dl.event_type,
+                order_id: dl.order_id,
+                class: dl.error_class,
+                error: dl.last_error,
+                attempts: dl.attempts,
+                status: dl.status,
+                age_secs: dl.age_secs,
+                first_attempt_at: dl.first_attempt_at,
+                resolve_by: dl.resolve_by,
+            });
+        }
+        let groups = order
+            .into_iter()
+            .map(|key| {
+                let items = groups.remove(&key).unwrap_or_default();
+                DeadLetterGroup {
+                    oldest_age_secs: items.first().map_or(0, |i| i.age_secs),
+                    class: key.0,
+                    error: key.1,
+                    items,
+                }
+            })
+            .collect();
+        let (open, oldest) = triage::open_stats(&self.db)
+            .await
+            .map_err(backend_error("counting dead letters"))?;
+        let recent_redrives = triage::recent_redrives(&self.db, 10)
+            .await
+            .map_err(backend_error("reading redrives"))?
+            .into_iter()
+            .map(|r| RedriveView {
+                dead_letter_id: r.dead_letter_id,
+                event_id: r.event_id,
+                actor: r.actor,
+                reason: r.reason,
+                outcome: r.outcome,
+                at: r.at,
+                current_status: r.current_status,
+            })
+            .collect();
+        Ok(DlqPage {
+            open,
+            oldest_open_age_secs: oldest.map(|t| (now - t).max(0) / 1000),
+            groups,
+            truncated,
+            recent_redrives,
+            can_operate: who.can(Role::Operator),
+        })
+    }
+
+    async fn preview_redrive(
+        &self,
+        _who: &Principal,
+        query: DlqQuery,
+    ) -> Result<RedrivePreview, AppError> {
+        // Reads only: anyone signed in may ask what a redrive would do.
+        let query = query.normalized();
+        let selected = redrive::select(&self.db, &filter_of(&query), usize::MAX)
+            .await
+            .map_err(backend_error("selecting dead letters"))?;
+        let mut outcomes = Vec::with_capacity(selected.len().min(PREVIEW_ITEMS));
+        for dl in selected.iter().take(PREVIEW_ITEMS) {
+            let outcome = redrive::predict(&self.db, &self.providers, dl)
+                .await
+                .map_err(backend_error("predicting a redrive"))?;
+            outcomes.push(RedriveOutcome {
+                dead_letter_id: dl.id,
+                event_id: dl.event_id.clone(),
+                outcome,
+            });
+        }
+        Ok(RedrivePreview {
+            matching: selected.len(),
+            outcomes,
+        })
+    }
+
+    async fn redrive(
+        &self,
+        who: &Principal,
+        query: DlqQuery,
+        reason: Option<String>,
+    ) -> Result<Vec<RedriveOutcome>, AppError> {
+        let query = query.normalized();
+        let target = match query.id {
+            Some(id) => format!("dead_letter:{id}"),
+            None => format!("dead_letters:{}", query.to_query_string()),
+        };
+        self.require(who, Role::Operator, "dead_letter.redrive", &target)
+            .await?;
+        let reason = reason
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty());
+        let actor = Actor {
+            name: &who.name,
+            reason: reason.as_deref(),
+        };
+        let results = redrive::redrive(
+            &self.db,
+            &self.providers,
+            &filter_of(&query),
+            false,
+            &actor,
+            |_, _| {},
+        )
+        .await
+        .map_err(backend_error("redriving"))?;
+        Ok(results
+            .into_iter()
+            .map(|r| RedriveOutcome {
+                dead_letter_id: r.dead_letter_id,
+                event_id: r.event_id,
+                outcome: r.outcome,
+            })
+            .collect())
+    }
+
+    async fn close_dead_letter(
+        &self,
+        who: &Principal,
+        id: i64,
+        resolve: bool,
+        reason: String,
+    ) -> Result<(), AppError> {
+        let action = if resolve {
+            "dead_letter.resolve"
+        } else {
+            "dead_letter.discard"
+        };
+        self.require(who, Role::Operator, action, &format!("dead_letter:{id}"))
+            .await?;
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(AppError::Invalid("say why (a reason is required)".into()));
+        }
+        let actor = Actor {
+            name: &who.name,
+            reason: Some(reason),
+        };
+        let status = if resolve { "resolved" } else { "discarded" };
+        dead_letters::close(&self.db, id, status, &actor, now_ms())
+            .await
+            .map_err(|e| AppError::Invalid(format!("{e:#}")))
+    }
 }
 
 #[cfg(test)]
@@ -68,7 +418,11 @@ mod tests {
             .await
             .unwrap();
         // No migration: the inbox table does not exist, so the read fails in the driver.
-        let err = StoreBackend { db }.inbox_page(None, 10).await.unwrap_err();
+        let backend = StoreBackend {
+            db,
+            providers: Arc::new(Providers::build(&[]).unwrap()),
+        };
+        let err = backend.inbox_page(None, 10).await.unwrap_err();
         assert!(err.contains("could not read the inbox"), "{err}");
         assert!(err.contains("reference "), "{err}");
         assert!(

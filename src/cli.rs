@@ -64,6 +64,11 @@ pub enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
+    /// Dashboard users: add, list, disable, enable, reset-password.
+    User {
+        #[command(subcommand)]
+        command: crate::auth::cli::UserCommand,
+    },
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -283,9 +288,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 None => {}
             }
             println!("  database:  {}", redact_url(&settings.database_url));
+            let passwords = crate::auth::password::Passwords::new(1).await?;
+            if let Some(password) =
+                crate::auth::bootstrap_first_admin(&server.db, &passwords).await?
+            {
+                // Printed once, to the terminal only: never logged, never stored in clear.
+                println!(
+                    "\n  No dashboard user existed: created `admin` with the one-time password\n"
+                );
+                println!("      {password}\n");
+                println!("  Sign in at {url}/sign-in and choose a new password.\n");
+            }
             server.run_until_signal().await
         }
         Command::Bench(args) => crate::bench::run(args, &cli.common).await,
+        Command::User { command } => {
+            let settings = cli.common.settings(None)?;
+            let db = open(&settings).await?;
+            crate::auth::cli::run(&db, command).await
+        }
         Command::Config {
             command: ConfigCommand::Check,
         } => {

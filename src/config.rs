@@ -43,6 +43,8 @@ pub struct Settings {
     pub dead_letters: DeadLetterSettings,
     pub alerts: AlertSettings,
     pub retention: RetentionSettings,
+    /// Dashboard sign-in and sessions (see src/auth/).
+    pub dashboard: crate::auth::DashboardSettings,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -542,6 +544,7 @@ impl Default for Settings {
                 dead_letter_days: 180,
                 interval_secs: 3_600,
             },
+            dashboard: crate::auth::DashboardSettings::default(),
         }
     }
 }
@@ -555,7 +558,7 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
 }
 
-const TOP_LEVEL_KEYS: [&str; 15] = [
+const TOP_LEVEL_KEYS: [&str; 16] = [
     "database_url",
     "data_dir",
     "listen",
@@ -571,6 +574,7 @@ const TOP_LEVEL_KEYS: [&str; 15] = [
     "dead_letters",
     "alerts",
     "retention",
+    "dashboard",
 ];
 
 impl Settings {

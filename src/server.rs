@@ -159,8 +159,14 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     drop(alerter);
     background.push(alert_task);
 
+    let (access, sweeper) =
+        crate::auth::Access::start(&db, &settings.dashboard, shutdown.clone()).await?;
+    background.push(sweeper);
     let dashboard = Some((
-        Arc::new(StoreBackend { db: db.clone() }) as Arc<dyn app::backend::AdminBackend>,
+        Arc::new(StoreBackend {
+            db: db.clone(),
+            providers: providers.clone(),
+        }) as Arc<dyn app::backend::AdminBackend>,
         settings.site_root.clone(),
     ));
     let mut http = Vec::new();
@@ -174,12 +180,14 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 max_body_bytes: settings.receiver.max_body_bytes,
                 db: db.clone(),
                 dashboard: None,
+                access: None,
             });
             let admin_router = web::router(WebParts {
                 webhooks: None,
                 max_body_bytes: settings.receiver.max_body_bytes,
                 db: db.clone(),
                 dashboard,
+                access: Some(access),
             });
             let (a, task) = listen(settings.listen, webhook_router, &settings, &shutdown).await?;
             addr = a;
@@ -194,6 +202,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 max_body_bytes: settings.receiver.max_body_bytes,
                 db: db.clone(),
                 dashboard,
+                access: Some(access),
             });
             let (a, task) = listen(settings.listen, router, &settings, &shutdown).await?;
             addr = a;
@@ -211,22 +220,24 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     })
 }
 
-/// Whether the dashboard may be served on `addr`. It has no sign-in yet, so only on a
-/// loopback address; once sign-in exists, `sign_in_configured` lifts the restriction.
-pub fn dashboard_exposure_allowed(addr: SocketAddr, sign_in_configured: bool) -> bool {
-    sign_in_configured || addr.ip().is_loopback()
+/// Whether the dashboard may be served on `addr`: on a loopback address, or anywhere once
+/// its sign-in is safe there (the session cookie only travels over TLS).
+pub fn dashboard_exposure_allowed(addr: SocketAddr, sign_in_safe: bool) -> bool {
+    sign_in_safe || addr.ip().is_loopback()
 }
 
 /// Refuses settings that would put the dashboard on a non-loopback address.
 pub fn check_listeners(settings: &Settings) -> anyhow::Result<()> {
     let dashboard = settings.admin_listen.unwrap_or(settings.listen);
-    // The dashboard has no sign-in yet (issue 9 adds it).
-    let sign_in_configured = false;
+    // Every page needs a signed-in session; beyond loopback the session cookie must only
+    // travel over TLS (terminated in front of oncehook), which `secure_cookie` declares.
+    let sign_in_safe = settings.dashboard.secure_cookie;
     anyhow::ensure!(
-        dashboard_exposure_allowed(dashboard, sign_in_configured),
-        "the dashboard would be served on {dashboard}, which is not a loopback address, and \
-         it has no sign-in: set admin_listen to a loopback address (e.g. 127.0.0.1:8081) to \
-         serve webhooks alone on {}",
+        dashboard_exposure_allowed(dashboard, sign_in_safe),
+        "the dashboard would be served on {dashboard}, which is not a loopback address, \
+         without TLS for its session cookie: set admin_listen to a loopback address (e.g. \
+         127.0.0.1:8081) to serve webhooks alone on {}, or serve the dashboard behind TLS \
+         and set dashboard.secure_cookie = true",
         settings.listen
     );
     Ok(())
@@ -305,9 +316,9 @@ async fn serve(
             permit = connections.clone().acquire_owned() => permit.expect("never closed"),
             _ = shutdown.cancelled() => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, peer)) => (stream, peer),
                 Err(e) => {
                     // Out of file descriptors and the like: wait, don't spin.
                     tracing::warn!(error = %e, "accept failed");
@@ -318,9 +329,18 @@ async fn serve(
             _ = shutdown.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
+        // The client address, for sign-in limits and the audit log (axum's ConnectInfo).
+        let with_peer = tower::ServiceExt::map_request(
+            service.clone(),
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                req
+            },
+        );
         let connection = http1.serve_connection(
             TokioIo::new(stream),
-            hyper_util::service::TowerToHyperService::new(service.clone()),
+            hyper_util::service::TowerToHyperService::new(with_peer),
         );
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

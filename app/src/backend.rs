@@ -3,6 +3,60 @@
 //! server package; the server provides an `Arc<dyn AdminBackend>` through Leptos context.
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What a person may do. Ordered: each role can do everything the ones before it can.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Role {
+    /// Support staff and managers: read everything.
+    Viewer,
+    /// On-call engineers: also redrive, resolve and discard dead letters.
+    Operator,
+    /// Also manage users and API tokens.
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Viewer, Role::Operator, Role::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The signed-in person making a request. The server's session middleware puts it in the
+/// request's extensions; server functions read it from there and pass it to the backend,
+/// which checks the role before it changes anything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Principal {
+    pub user_id: i64,
+    pub name: String,
+    pub role: Role,
+    /// Signed in with a one-time or reset password: every page leads to the password form.
+    pub must_change_password: bool,
+    /// The client address the request came from, for the audit log.
+    pub source: Option<String>,
+}
+
+impl Principal {
+    pub fn can(&self, needed: Role) -> bool {
+        self.role >= needed
+    }
+}
 
 /// One row of the inbox page: an event as the receiver stored it and the processor filed it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,9 +83,287 @@ pub struct InboxPage {
     pub next_before: Option<i64>,
 }
 
+/// Inbox filters; they live in the URL (`/events?status=failed&provider=stripe`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxQuery {
+    pub provider: Option<String>,
+    pub status: Option<String>,
+    pub event_type: Option<String>,
+    pub order_id: Option<String>,
+    /// Keyset cursor: only events older than this inbox id.
+    pub before: Option<i64>,
+}
+
+impl InboxQuery {
+    pub fn normalized(self) -> InboxQuery {
+        let clean = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+        InboxQuery {
+            provider: clean(self.provider),
+            status: clean(self.status),
+            event_type: clean(self.event_type),
+            order_id: clean(self.order_id),
+            before: self.before,
+        }
+    }
+
+    /// The URL of this view (filters kept, cursor as given).
+    pub fn href(&self) -> String {
+        let mut parts = vec![];
+        for (key, value) in [
+            ("provider", &self.provider),
+            ("status", &self.status),
+            ("type", &self.event_type),
+            ("order", &self.order_id),
+        ] {
+            if let Some(v) = value {
+                parts.push(format!("{key}={}", percent_encode(v)));
+            }
+        }
+        if let Some(before) = self.before {
+            parts.push(format!("before={before}"));
+        }
+        if parts.is_empty() {
+            "/events".into()
+        } else {
+            format!("/events?{}", parts.join("&"))
+        }
+    }
+}
+
+/// One delivery of an event by the provider.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryView {
+    pub received_at: String,
+    pub duplicate: bool,
+    pub correlation_id: String,
+}
+
+/// Everything about one received event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventDetail {
+    pub id: i64,
+    pub provider: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub api_version: Option<String>,
+    pub status: String,
+    pub reason: Option<String>,
+    pub order_id: Option<String>,
+    pub effect_key: Option<String>,
+    /// What became of it, in one line: applied, collapsed onto evt_…, stale, ignored,
+    /// dead-lettered, waiting.
+    pub outcome: String,
+    /// The event whose delivery applied the effect, when it was another one.
+    pub collapsed_onto: Option<String>,
+    pub attempts: i64,
+    pub correlation_id: String,
+    pub received_at: String,
+    pub processed_at: Option<String>,
+    /// Pretty-printed JSON, or the body as text when it is not JSON.
+    pub payload_pretty: String,
+    pub raw_size: usize,
+    pub deliveries: Vec<DeliveryView>,
+    /// Earlier failures, oldest first: "time · class · error".
+    pub errors: Vec<String>,
+    /// Dead letters it became: (id, status).
+    pub dead_letters: Vec<(i64, String)>,
+}
+
+/// Which dead letters a page or an action is about. Empty fields match everything; the
+/// status defaults to `open`. It lives in the page's URL, so a view can be shared.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DlqQuery {
+    /// One dead letter.
+    pub id: Option<i64>,
+    /// transient | permanent | business | unknown
+    pub class: Option<String>,
+    pub provider: Option<String>,
+    /// processor | outbox
+    pub stage: Option<String>,
+    /// Text the latest error contains.
+    pub error: Option<String>,
+    /// open (default) | redriven | resolved | discarded
+    pub status: Option<String>,
+}
+
+impl DlqQuery {
+    /// Empty form fields mean "any".
+    pub fn normalized(self) -> DlqQuery {
+        let clean = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+        DlqQuery {
+            id: self.id,
+            class: clean(self.class),
+            provider: clean(self.provider),
+            stage: clean(self.stage),
+            error: clean(self.error),
+            status: clean(self.status),
+        }
+    }
+
+    /// The query string that shows this selection on /dlq.
+    pub fn to_query_string(&self) -> String {
+        let mut parts = vec![];
+        if let Some(id) = self.id {
+            parts.push(format!("id={id}"));
+        }
+        for (key, value) in [
+            ("class", &self.class),
+            ("provider", &self.provider),
+            ("stage", &self.stage),
+            ("error", &self.error),
+            ("status", &self.status),
+        ] {
+            if let Some(v) = value {
+                parts.push(format!("{key}={}", percent_encode(v)));
+            }
+        }
+        parts.join("&")
+    }
+}
+
+/// Percent-encodes a query value (everything but RFC 3986 unreserved characters).
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetterView {
+    pub id: i64,
+    pub stage: String,
+    pub sink: Option<String>,
+    pub provider: Option<String>,
+    pub event_id: Option<String>,
+    pub event_type: Option<String>,
+    pub order_id: Option<String>,
+    pub class: String,
+    pub error: String,
+    pub attempts: i64,
+    pub status: String,
+    /// Seconds since it entered the queue.
+    pub age_secs: i64,
+    /// RFC 3339: when it entered the queue, and when it should be dealt with by.
+    pub first_attempt_at: String,
+    pub resolve_by: String,
+}
+
+/// Dead letters sharing an error class and message, oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetterGroup {
+    pub class: String,
+    pub error: String,
+    pub items: Vec<DeadLetterView>,
+    pub oldest_age_secs: i64,
+}
+
+/// A redrive already done, with what became of its item since.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedriveView {
+    pub dead_letter_id: i64,
+    pub event_id: Option<String>,
+    pub actor: String,
+    pub reason: Option<String>,
+    /// What the redrive did (`requeued`, `skipped: …`).
+    pub outcome: String,
+    pub at: String,
+    /// The item's status now (inbox or outbox row): applied, duplicate, pending, failed…
+    pub current_status: Option<String>,
+}
+
+/// What a redrive did or, for a dry run, would do, per dead letter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedriveOutcome {
+    pub dead_letter_id: i64,
+    pub event_id: Option<String>,
+    pub outcome: String,
+}
+
+/// A dry run over everything a query matches (not only what one page shows).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedrivePreview {
+    pub matching: usize,
+    /// The first predictions (at most a few hundred).
+    pub outcomes: Vec<RedriveOutcome>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DlqPage {
+    pub open: i64,
+    pub oldest_open_age_secs: Option<i64>,
+    pub groups: Vec<DeadLetterGroup>,
+    /// More matched than the page groups (the newest are shown); bulk actions cover all.
+    pub truncated: bool,
+    pub recent_redrives: Vec<RedriveView>,
+    /// The signed-in person may redrive, resolve and discard (the server checks again).
+    pub can_operate: bool,
+}
+
+#[cfg(feature = "ssr")]
+use crate::error::AppError;
+
 #[cfg(feature = "ssr")]
 #[async_trait::async_trait]
 pub trait AdminBackend: Send + Sync + 'static {
     /// Latest inbox events, newest first; `before` is the keyset cursor (an inbox id).
     async fn inbox_page(&self, before: Option<i64>, limit: u32) -> Result<InboxPage, String>;
+
+    /// The inbox with filters; defaults to the unfiltered page.
+    async fn inbox(&self, query: InboxQuery, limit: u32) -> Result<InboxPage, AppError> {
+        self.inbox_page(query.before, limit)
+            .await
+            .map_err(AppError::Backend)
+    }
+
+    /// One event; `NotFound` when there is no such inbox id.
+    async fn event_detail(&self, _id: i64) -> Result<EventDetail, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// The body exactly as received: (provider, event id, bytes).
+    async fn raw_body(&self, _id: i64) -> Result<(String, String, Vec<u8>), AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// The dead-letter triage page: matching dead letters grouped by class and message.
+    async fn dead_letters(&self, _who: &Principal, _query: DlqQuery) -> Result<DlqPage, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// What redriving everything `query` matches would do now. Changes nothing.
+    async fn preview_redrive(
+        &self,
+        _who: &Principal,
+        _query: DlqQuery,
+    ) -> Result<RedrivePreview, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// Redrives everything `query` matches (operator). Refusals are audited.
+    async fn redrive(
+        &self,
+        _who: &Principal,
+        _query: DlqQuery,
+        _reason: Option<String>,
+    ) -> Result<Vec<RedriveOutcome>, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// Resolves (fixed elsewhere) or discards (will not be fixed) one dead letter with a
+    /// reason (operator). Refusals are audited.
+    async fn close_dead_letter(
+        &self,
+        _who: &Principal,
+        _id: i64,
+        _resolve: bool,
+        _reason: String,
+    ) -> Result<(), AppError> {
+        Err(AppError::NotFound)
+    }
 }

@@ -1,5 +1,6 @@
 //! Pieces shared by the pages: the top bar, status badges and the error panel.
 
+use crate::api::current_user;
 use crate::error::AppError;
 use crate::format::status_class;
 use leptos::prelude::*;
@@ -16,8 +17,32 @@ pub fn TopBar() -> impl IntoView {
             // Orders, Dead letters and Overview join this list as their pages land.
             <nav class="mainnav" aria-label="Main">
                 <A href="/">"Inbox"</A>
+                <A href="/dlq">"Dead letters"</A>
             </nav>
+            <UserMenu/>
         </header>
+    }
+}
+
+/// Who is signed in, with their role and a sign-out button (a POST form: no state
+/// changes through GET).
+#[component]
+fn UserMenu() -> impl IntoView {
+    let user = Resource::new(|| (), |_| current_user());
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                user.await.ok().flatten().map(|user| view! {
+                    <div class="usermenu">
+                        <span class="username" id="signed-in-user">{user.name}</span>
+                        <span class="role">{user.role.as_str()}</span>
+                        <form method="post" action="/auth/sign-out" class="inline">
+                            <button type="submit" class="button link" id="sign-out">"Sign out"</button>
+                        </form>
+                    </div>
+                })
+            })}
+        </Suspense>
     }
 }
 
@@ -44,11 +69,17 @@ pub fn ErrorPanel(error: AppError) -> impl IntoView {
         }
     }
     let detail = match &error {
-        AppError::Backend(detail) | AppError::Transport(detail) => Some(detail.clone()),
-        AppError::NotFound => None,
+        AppError::Backend(detail)
+        | AppError::Transport(detail)
+        | AppError::Forbidden(detail)
+        | AppError::Invalid(detail) => Some(detail.clone()),
+        AppError::NotFound | AppError::Unauthorized => None,
     };
     let hint = match error {
         AppError::NotFound => "Check the address, or go back to the inbox.",
+        AppError::Unauthorized => "Sign in again to continue.",
+        AppError::Forbidden(_) => "Ask an admin for a role that allows it.",
+        AppError::Invalid(_) => "Nothing was changed.",
         _ => "Nothing was changed. Reload the page to try again.",
     };
     view! {

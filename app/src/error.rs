@@ -16,6 +16,12 @@ pub enum AppError {
     NotFound,
     /// The request never reached the backend: network, encoding or bad arguments.
     Transport(String),
+    /// Nobody is signed in (or the session expired).
+    Unauthorized,
+    /// Signed in, but the role does not allow this. The text says what was needed.
+    Forbidden(String),
+    /// The request itself is wrong (a missing reason, an unknown id); the text says how.
+    Invalid(String),
 }
 
 impl AppError {
@@ -25,6 +31,9 @@ impl AppError {
             AppError::Backend(_) => 503,
             AppError::NotFound => 404,
             AppError::Transport(_) => 500,
+            AppError::Unauthorized => 401,
+            AppError::Forbidden(_) => 403,
+            AppError::Invalid(_) => 422,
         }
     }
 
@@ -33,6 +42,9 @@ impl AppError {
             AppError::Backend(_) => "The event store is not answering",
             AppError::NotFound => "Not found",
             AppError::Transport(_) => "The dashboard could not reach the server",
+            AppError::Unauthorized => "Please sign in",
+            AppError::Forbidden(_) => "Your role does not allow this",
+            AppError::Invalid(_) => "This request cannot be done",
         }
     }
 }
@@ -40,10 +52,13 @@ impl AppError {
 impl fmt::Display for AppError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AppError::Backend(detail) | AppError::Transport(detail) => {
+            AppError::Backend(detail)
+            | AppError::Transport(detail)
+            | AppError::Forbidden(detail)
+            | AppError::Invalid(detail) => {
                 write!(f, "{}: {detail}", self.title())
             }
-            AppError::NotFound => f.write_str(self.title()),
+            AppError::NotFound | AppError::Unauthorized => f.write_str(self.title()),
         }
     }
 }
@@ -66,6 +81,8 @@ mod tests {
     fn backend_failures_are_retryable_server_errors() {
         assert_eq!(AppError::Backend("db down".into()).status_code(), 503);
         assert_eq!(AppError::NotFound.status_code(), 404);
+        assert_eq!(AppError::Unauthorized.status_code(), 401);
+        assert_eq!(AppError::Forbidden("operator".into()).status_code(), 403);
     }
 
     #[test]

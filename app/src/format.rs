@@ -35,9 +35,38 @@ pub fn status_class(status: &str) -> &'static str {
     }
 }
 
+/// A compact age: `45 s`, `12 min`, `3 h 10 min`, `2 d 4 h`.
+pub fn age(secs: i64) -> String {
+    let secs = secs.max(0);
+    match secs {
+        0..=59 => format!("{secs} s"),
+        60..=3_599 => format!("{} min", secs / 60),
+        3_600..=86_399 => match (secs % 3_600) / 60 {
+            0 => format!("{} h", secs / 3_600),
+            m => format!("{} h {m} min", secs / 3_600),
+        },
+        _ => match (secs % 86_400) / 3_600 {
+            0 => format!("{} d", secs / 86_400),
+            h => format!("{} d {h} h", secs / 86_400),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ages_read_at_a_glance() {
+        assert_eq!(age(-5), "0 s");
+        assert_eq!(age(45), "45 s");
+        assert_eq!(age(60), "1 min");
+        assert_eq!(age(3_599), "59 min");
+        assert_eq!(age(3_600), "1 h");
+        assert_eq!(age(11_400), "3 h 10 min");
+        assert_eq!(age(86_400), "1 d");
+        assert_eq!(age(187_200), "2 d 4 h");
+    }
 
     #[test]
     fn drops_fraction_and_zone() {

@@ -15,7 +15,13 @@ use leptos_router::{
     components::{Route, Router, Routes},
     path, SsrMode,
 };
-use pages::{inbox::InboxPage, not_found::NotFound};
+use pages::{
+    access::{ChangePasswordPage, SignInPage},
+    dlq::DlqPage,
+    event::EventPage,
+    inbox::InboxPage,
+    not_found::NotFound,
+};
 
 /// Inline, so the icon never costs a request or a 404 when `public/` was not deployed.
 const FAVICON: &str = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' \
@@ -64,6 +70,11 @@ pub fn App() -> impl IntoView {
                     <Routes fallback=|| view! { <NotFound/> }>
                         <Route path=path!("/") view=InboxPage ssr=SsrMode::Async/>
                         <Route path=path!("/inbox") view=InboxPage ssr=SsrMode::Async/>
+                        <Route path=path!("/events") view=InboxPage ssr=SsrMode::Async/>
+                        <Route path=path!("/events/:id") view=EventPage ssr=SsrMode::Async/>
+                        <Route path=path!("/dlq") view=DlqPage ssr=SsrMode::Async/>
+                        <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async/>
+                        <Route path=path!("/change-password") view=ChangePasswordPage ssr=SsrMode::Async/>
                     </Routes>
                 </main>
             </div>

@@ -4,6 +4,7 @@ import { expect, test, type APIRequestContext, type Locator, type Page } from '@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { paymentIntentSucceeded, stripeSignature, uniqueSuffix } from './stripe';
+import { signIn } from './session';
 
 test.use({ baseURL: process.env.ONCEHOOK_E2E_URL });
 
@@ -48,6 +49,7 @@ test('a signed delivery shows up in the inbox, and the page hydrates', async ({ 
   page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
 
+  await signIn(page, 'viewer');
   const row = await openInboxWithRow(page, eventId, () => (problems.length = 0));
   await expect(page).toHaveTitle('Inbox · oncehook');
   await expect(await cell(page, row, 'Provider')).toHaveText('stripe');
@@ -95,6 +97,7 @@ test.describe('without JavaScript', () => {
     await deliver(request, body);
     await deliver(request, body);
 
+    await signIn(page, 'viewer');
     const row = await openInboxWithRow(page, eventId);
     await expect(page.locator('#inbox-table tbody tr', { hasText: eventId })).toHaveCount(1);
     await expect(await cell(page, row, 'Deliveries')).toHaveText('2');
@@ -106,5 +109,18 @@ test.describe('without JavaScript', () => {
     const screenshot = testInfo.outputPath('inbox-no-js.png');
     await page.screenshot({ path: screenshot, fullPage: true });
     await testInfo.attach('inbox without JavaScript', { path: screenshot, contentType: 'image/png' });
+
+    // The event's own page: both deliveries, and the original bytes as a download.
+    await row.locator('td.event-id a').click();
+    await expect(page).toHaveURL(/\/events\/\d+$/);
+    await expect(page.locator('h1')).toHaveText(eventId);
+    await expect(page.locator('#deliveries tbody tr')).toHaveCount(2);
+    const href = await page.locator('#raw-download').getAttribute('href');
+    const raw = await page.request.get(href ?? '');
+    expect(raw.status()).toBe(200);
+    expect(await raw.text()).toBe(body);
+    const eventShot = testInfo.outputPath('event.png');
+    await page.screenshot({ path: eventShot, fullPage: true });
+    await testInfo.attach('event', { path: eventShot, contentType: 'image/png' });
   });
 });

@@ -4,12 +4,15 @@
 
 pub mod dead_letters;
 pub mod effects;
+pub mod event_detail;
 pub mod inbox;
 pub mod ingest;
 pub mod instances;
 pub mod outbox;
 pub mod queue;
 pub mod read;
+pub mod triage;
+pub mod users;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -35,6 +35,7 @@ pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf) -> R
         .build();
 
     // leptos_routes_with_context runs this for page renders and server-function calls alike.
+    let raw_route = get(raw_body).with_state(backend.clone());
     let provide_backend = move || {
         provide_context(backend.clone());
         // The nonce of this response's CSP header (web::security_headers), so the inline
@@ -48,6 +49,7 @@ pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf) -> R
 
     Router::new()
         .route(&format!("/{PKG_DIR}/{OUTPUT_NAME}.css"), get(stylesheet))
+        .route("/events/{id}/raw", raw_route)
         .leptos_routes_with_context(
             &options,
             generate_route_list(app::App),
@@ -62,6 +64,46 @@ pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf) -> R
             app::shell,
         ))
         .with_state(options)
+}
+
+/// The event's body exactly as the provider sent it (the signature was computed over these
+/// bytes), as a download.
+async fn raw_body(
+    State(backend): State<Arc<dyn AdminBackend>>,
+    axum::extract::Path(id): axum::extract::Path<i64>,
+) -> Response {
+    match backend.raw_body(id).await {
+        Ok((provider, event_id, body)) => {
+            let safe: String = format!("{provider}-{event_id}")
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            (
+                [
+                    (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                    (
+                        header::CONTENT_DISPOSITION,
+                        format!("attachment; filename=\"{safe}.json\""),
+                    ),
+                    (header::CACHE_CONTROL, "no-store".to_string()),
+                ],
+                body,
+            )
+                .into_response()
+        }
+        Err(error) => (
+            axum::http::StatusCode::from_u16(error.status_code())
+                .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+            error.to_string(),
+        )
+            .into_response(),
+    }
 }
 
 /// The stylesheet from the site root when it was built there (so CSS edits show without

@@ -18,6 +18,8 @@ pub struct WebParts {
     pub max_body_bytes: usize,
     pub db: Db,
     pub dashboard: Option<(Arc<dyn app::backend::AdminBackend>, std::path::PathBuf)>,
+    /// Sign-in, sessions and CSRF protection around the dashboard (src/auth/).
+    pub access: Option<crate::auth::Access>,
 }
 
 pub fn router(parts: WebParts) -> Router {
@@ -35,7 +37,11 @@ pub fn router(parts: WebParts) -> Router {
         );
     }
     if let Some((backend, site_root)) = parts.dashboard {
-        router = router.merge(dashboard::dashboard_router(backend, site_root));
+        let dashboard = dashboard::dashboard_router(backend, site_root);
+        router = router.merge(match &parts.access {
+            Some(access) => access.protect(dashboard),
+            None => dashboard,
+        });
     }
     router
         .layer(axum::middleware::from_fn(security_headers))

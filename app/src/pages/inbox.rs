@@ -2,7 +2,7 @@
 //! times the provider delivered it.
 
 use crate::api::load_inbox;
-use crate::backend::{InboxEventView, InboxPage as Page};
+use crate::backend::{InboxEventView, InboxPage as Page, InboxQuery};
 use crate::components::{ErrorPanel, StatusBadge};
 use crate::format::short_timestamp;
 use leptos::either::Either;
@@ -12,12 +12,23 @@ use leptos_router::hooks::use_query_map;
 
 #[component]
 pub fn InboxPage() -> impl IntoView {
-    let query = use_query_map();
+    let params = use_query_map();
     // A malformed cursor falls back to the newest page rather than to an error: the link was
     // hand-edited, and the newest events are what the person most likely wants.
-    let before =
-        Memo::new(move |_| query.with(|q| q.get("before").and_then(|b| b.parse::<i64>().ok())));
-    let page = Resource::new(move || before.get(), load_inbox);
+    let query = Memo::new(move |_| {
+        params.with(|q| {
+            InboxQuery {
+                provider: q.get("provider"),
+                status: q.get("status"),
+                event_type: q.get("type"),
+                order_id: q.get("order"),
+                before: q.get("before").and_then(|b| b.parse::<i64>().ok()),
+            }
+            .normalized()
+        })
+    });
+    let before = Memo::new(move |_| query.with(|q| q.before));
+    let page = Resource::new(move || query.get(), load_inbox);
 
     view! {
         <Title text="Inbox"/>
@@ -28,11 +39,13 @@ pub fn InboxPage() -> impl IntoView {
                 "An event delivered many times is one row; its deliveries are counted."
             </p>
         </header>
+        <InboxFilters query=query.get_untracked()/>
         <Transition fallback=|| view! { <p class="loading">"Loading events…"</p> }>
             {move || Suspend::new(async move {
                 let is_first_page = before.get().is_none();
+                let query = query.get();
                 match page.await {
-                    Ok(page) => Either::Left(view! { <InboxTable page is_first_page/> }),
+                    Ok(page) => Either::Left(view! { <InboxTable page is_first_page query/> }),
                     Err(error) => Either::Right(view! { <ErrorPanel error/> }),
                 }
             })}
@@ -40,8 +53,41 @@ pub fn InboxPage() -> impl IntoView {
     }
 }
 
+const STATUSES: [&str; 9] = [
+    "pending",
+    "processing",
+    "applied",
+    "duplicate",
+    "stale",
+    "refused",
+    "ignored",
+    "failed",
+    "dead",
+];
+
+/// Filters as a GET form: the URL is the state, so a filtered view can be shared.
 #[component]
-fn InboxTable(page: Page, is_first_page: bool) -> impl IntoView {
+fn InboxFilters(query: InboxQuery) -> impl IntoView {
+    let status = query.status.clone();
+    view! {
+        <form method="get" action="/events" class="filters" id="inbox-filter">
+            <label>"Provider " <input type="text" name="provider" value=query.provider.clone() size="10"/></label>
+            <label>
+                "Status "
+                <select name="status">
+                    <option value="">"any"</option>
+                    {STATUSES.map(|s| view! { <option value=s selected=status.as_deref() == Some(s)>{s}</option> }).collect_view()}
+                </select>
+            </label>
+            <label>"Type " <input type="text" name="type" value=query.event_type.clone()/></label>
+            <label>"Order " <input type="text" name="order" value=query.order_id.clone() size="14"/></label>
+            <button type="submit" class="button">"Filter"</button>
+        </form>
+    }
+}
+
+#[component]
+fn InboxTable(page: Page, is_first_page: bool, query: InboxQuery) -> impl IntoView {
     if page.events.is_empty() {
         let message = if is_first_page {
             "No events yet. They appear here as soon as a provider delivers one."
@@ -51,7 +97,7 @@ fn InboxTable(page: Page, is_first_page: bool) -> impl IntoView {
         return Either::Left(view! {
             <section class="panel empty">
                 <p>{message}</p>
-                {(!is_first_page).then(|| view! { <a href="/">"Back to the newest events"</a> })}
+                {(!is_first_page).then(|| view! { <a href=InboxQuery { before: None, ..query.clone() }.href()>"Back to the newest events"</a> })}
             </section>
         });
     }
@@ -83,9 +129,9 @@ fn InboxTable(page: Page, is_first_page: bool) -> impl IntoView {
         <nav class="pager" aria-label="Inbox pages">
             <span class="pager-info">{pager_summary(shown, is_first_page, page.next_before.is_some())}</span>
             <span class="pager-links">
-                {(!is_first_page).then(|| view! { <a class="button" href="/">"Newest"</a> })}
+                {(!is_first_page).then(|| view! { <a class="button" href=InboxQuery { before: None, ..query.clone() }.href()>"Newest"</a> })}
                 {page.next_before.map(|id| view! {
-                    <a class="button" rel="next" href=format!("/?before={id}")>"Older →"</a>
+                    <a class="button" rel="next" href=InboxQuery { before: Some(id), ..query.clone() }.href()>"Older →"</a>
                 })}
             </span>
         </nav>
@@ -107,6 +153,7 @@ fn pager_summary(shown: usize, is_first_page: bool, has_older: bool) -> String {
 #[component]
 fn InboxRow(event: InboxEventView) -> impl IntoView {
     let InboxEventView {
+        id,
         provider,
         event_id,
         event_type,
@@ -115,7 +162,6 @@ fn InboxRow(event: InboxEventView) -> impl IntoView {
         order_id,
         deliveries,
         received_at,
-        ..
     } = event;
     let repeated = deliveries > 1;
     let deliveries_title = if repeated {
@@ -128,10 +174,10 @@ fn InboxRow(event: InboxEventView) -> impl IntoView {
     view! {
         <tr>
             <td><span class="provider">{provider}</span></td>
-            <td class="mono event-id">{event_id}</td>
+            <td class="mono event-id"><a href=format!("/events/{id}")>{event_id}</a></td>
             <td class="mono">{event_type.map(Either::Left).unwrap_or_else(|| Either::Right(missing()))}</td>
             <td class="status"><StatusBadge status reason/></td>
-            <td class="mono">{order_id.map(Either::Left).unwrap_or_else(|| Either::Right(missing()))}</td>
+            <td class="mono">{order_id.map(|o| Either::Left(view! { <a href=format!("/orders/{o}")>{o.clone()}</a> })).unwrap_or_else(|| Either::Right(missing()))}</td>
             <td class="num" class:repeated=repeated title=deliveries_title>{deliveries}</td>
             <td class="time">
                 <time datetime=received_at.clone() title=received_at.clone()>

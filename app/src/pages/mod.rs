@@ -1,2 +1,5 @@
+pub mod access;
+pub mod dlq;
+pub mod event;
 pub mod inbox;
 pub mod not_found;

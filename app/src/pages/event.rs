@@ -1,0 +1,109 @@
+//! One event (`/events/{id}`): what became of it in one line, the payload pretty-printed
+//! (the byte-exact original downloadable), every delivery, earlier errors, the effect key
+//! and the order it belongs to.
+
+use crate::api::load_event;
+use crate::backend::EventDetail;
+use crate::components::{ErrorPanel, StatusBadge};
+use crate::format::short_timestamp;
+use leptos::either::Either;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+#[component]
+pub fn EventPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = Memo::new(move |_| params.with(|p| p.get("id").and_then(|v| v.parse::<i64>().ok())));
+    let event = Resource::new(
+        move || id.get(),
+        |id| async move {
+            match id {
+                Some(id) => load_event(id).await,
+                None => Err(crate::error::AppError::NotFound),
+            }
+        },
+    );
+    view! {
+        <Transition fallback=|| view! { <p class="loading">"Loading the event…"</p> }>
+            {move || Suspend::new(async move {
+                match event.await {
+                    Ok(event) => Either::Left(view! { <EventView event/> }),
+                    Err(error) => Either::Right(view! { <ErrorPanel error/> }),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn EventView(event: EventDetail) -> impl IntoView {
+    let title = format!("Event {}", event.event_id);
+    let raw_href = format!("/events/{}/raw", event.id);
+    let deliveries = event.deliveries.len();
+    view! {
+        <Title text=title.clone()/>
+        <header class="page-header">
+            <h1 class="mono">{event.event_id.clone()}</h1>
+            <p class="lede" id="event-outcome">
+                <StatusBadge status=event.status.clone() reason=None/>
+                " "{event.outcome.clone()}
+                {event.collapsed_onto.clone().map(|winner| view! {
+                    " "<a href=format!("/events?provider={}", event.provider)>{format!("(winner: {winner})")}</a>
+                })}
+            </p>
+        </header>
+        <section class="panel">
+            <dl class="facts">
+                <dt>"Provider"</dt><dd>{event.provider.clone()}</dd>
+                <dt>"Type"</dt><dd class="mono">{event.event_type.clone().unwrap_or_default()}</dd>
+                <dt>"API version"</dt><dd class="mono">{event.api_version.clone().unwrap_or_default()}</dd>
+                <dt>"Order"</dt>
+                <dd class="mono">{event.order_id.clone().map(|o| view! { <a id="order-link" href=format!("/orders/{o}")>{o.clone()}</a> })}</dd>
+                <dt>"Effect key"</dt><dd class="mono" id="effect-key">{event.effect_key.clone().unwrap_or_default()}</dd>
+                <dt>"Processing attempts"</dt><dd>{event.attempts}</dd>
+                <dt>"Correlation id"</dt><dd class="mono">{event.correlation_id.clone()}</dd>
+                <dt>"Received (UTC)"</dt><dd>{short_timestamp(&event.received_at)}</dd>
+                <dt>"Processed (UTC)"</dt><dd>{event.processed_at.as_deref().map(short_timestamp).unwrap_or_default()}</dd>
+                {(!event.dead_letters.is_empty()).then(|| view! {
+                    <dt>"Dead letter"</dt>
+                    <dd>{event.dead_letters.iter().map(|(id, status)| view! {
+                        <a href=format!("/dlq?id={id}&status={status}")>{format!("#{id} ({status})")}</a>" "
+                    }).collect_view()}</dd>
+                })}
+            </dl>
+        </section>
+        <section class="panel" id="deliveries">
+            <h2>{format!("Deliveries ({deliveries})")}</h2>
+            <table class="data compact">
+                <thead><tr><th>"#"</th><th>"Received (UTC)"</th><th>"Kind"</th><th>"Correlation id"</th></tr></thead>
+                <tbody>
+                    {event.deliveries.iter().enumerate().map(|(n, d)| view! {
+                        <tr>
+                            <td>{n + 1}</td>
+                            <td class="time"><time datetime=d.received_at.clone() title=d.received_at.clone()>{short_timestamp(&d.received_at)}</time></td>
+                            <td>{if d.duplicate { "duplicate (nothing done)" } else { "first" }}</td>
+                            <td class="mono">{d.correlation_id.clone()}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+            <p class="form-note">"Only validly signed deliveries are stored; each one here passed the signature check."</p>
+        </section>
+        {(!event.errors.is_empty()).then(|| view! {
+            <section class="panel" id="errors">
+                <h2>"Earlier errors"</h2>
+                <ol class="mono">{event.errors.iter().map(|e| view! { <li>{e.clone()}</li> }).collect_view()}</ol>
+            </section>
+        })}
+        <section class="panel" id="payload">
+            <h2>"Payload"</h2>
+            <p>
+                <a class="button" href=raw_href download="" id="raw-download">
+                    {format!("Download the original ({} bytes, byte-exact)", event.raw_size)}
+                </a>
+            </p>
+            <pre class="payload">{event.payload_pretty.clone()}</pre>
+        </section>
+    }
+}

@@ -1,0 +1,770 @@
+//! Dashboard access: who may see and change what.
+//!
+//! - Sessions: tower-sessions with its sqlx store in the same database (a small pool of its
+//!   own, since the store needs a concrete `SqlitePool`/`PgPool`). The id is cycled at
+//!   sign-in; the cookie is HttpOnly, SameSite=Strict, Secure when configured, and expires
+//!   after `dashboard.session_idle_minutes` without a request.
+//! - Passwords: argon2id ([`password`]); sign-in attempts limited per user and per
+//!   address ([`limit`]).
+//! - Every request to the dashboard passes [`load_principal`] (session → user → the
+//!   [`Principal`] in the request's extensions) and [`require_sign_in`]; server functions
+//!   read the principal and the backend checks its role before changing anything.
+//! - CSRF: tower-http's `CsrfLayer` (Sec-Fetch-Site / Origin against Host) on every
+//!   dashboard route; no state changes through GET.
+
+pub mod cli;
+pub mod limit;
+pub mod password;
+
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use app::backend::{Principal, Role};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::post;
+use axum::{Form, Router};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tower_http::csrf::CsrfLayer;
+use tower_sessions::cookie::{time, SameSite};
+use tower_sessions::{ExpiredDeletion, Expiry, Session, SessionManagerLayer};
+use tower_sessions_sqlx_store::{PostgresStore, SqliteStore};
+
+use crate::store::users::{self, AuditEntry, NewUser};
+use crate::store::{now_ms, Backend, Db};
+
+use self::limit::SignInLimits;
+use self::password::Passwords;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DashboardSettings {
+    /// A session ends after this long without a request.
+    pub session_idle_minutes: i64,
+    /// Mark the session cookie `Secure`: set it when the dashboard is served over HTTPS
+    /// (oncehook itself speaks plain HTTP; TLS ends at the proxy in front).
+    pub secure_cookie: bool,
+    /// Sign-in attempts per minute for one user name, and from one client address.
+    pub sign_in_per_minute_per_user: u32,
+    pub sign_in_per_minute_per_address: u32,
+}
+
+impl Default for DashboardSettings {
+    fn default() -> Self {
+        DashboardSettings {
+            session_idle_minutes: 60,
+            secure_cookie: false,
+            sign_in_per_minute_per_user: 10,
+            sign_in_per_minute_per_address: 30,
+        }
+    }
+}
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "oncehook_session";
+/// The session key holding who signed in.
+const SESSION_KEY: &str = "auth";
+
+/// What a session remembers: the user, and the password it was made with (a session made
+/// before the password changed is no longer valid).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SessionAuth {
+    user_id: i64,
+    password_set_at: i64,
+}
+
+#[derive(Clone)]
+enum Store {
+    Sqlite(SqliteStore),
+    Postgres(PostgresStore),
+}
+
+/// Everything the dashboard's access control needs; cheap to clone.
+#[derive(Clone)]
+pub struct Access {
+    db: Db,
+    passwords: Arc<Passwords>,
+    limits: Arc<SignInLimits>,
+    settings: DashboardSettings,
+    store: Store,
+}
+
+impl Access {
+    /// Opens the session store beside `db` (creating its table when missing) and starts
+    /// the task that deletes expired sessions until `shutdown`.
+    pub async fn start(
+        db: &Db,
+        settings: &DashboardSettings,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<(Access, JoinHandle<()>)> {
+        let store = match db.backend {
+            Backend::Sqlite => {
+                let options = sqlx::sqlite::SqliteConnectOptions::from_str(db.url())
+                    .context("session store URL")?
+                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                    .synchronous(sqlx::sqlite::SqliteSynchronous::Full)
+                    .busy_timeout(Duration::from_secs(5));
+                let pool = sqlx::sqlite::SqlitePoolOptions::new()
+                    .max_connections(2)
+                    .connect_with(options)
+                    .await
+                    .context("opening the session store")?;
+                let store = SqliteStore::new(pool);
+                store.migrate().await.context("session table")?;
+                Store::Sqlite(store)
+            }
+            Backend::Postgres => {
+                let pool = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(Duration::from_secs(3))
+                    .connect(db.url())
+                    .await
+                    .context("opening the session store")?;
+                let store = PostgresStore::new(pool);
+                store.migrate().await.context("session table")?;
+                Store::Postgres(store)
+            }
+        };
+        let sweeper = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let every = Duration::from_secs(600);
+                let sweep = async {
+                    match store {
+                        Store::Sqlite(s) => s.continuously_delete_expired(every).await,
+                        Store::Postgres(s) => s.continuously_delete_expired(every).await,
+                    }
+                };
+                tokio::select! {
+                    _ = shutdown.cancelled() => {}
+                    result = sweep => if let Err(e) = result {
+                        tracing::warn!("expired-session sweeper stopped: {e}");
+                    }
+                }
+            })
+        };
+        let access = Access {
+            db: db.clone(),
+            passwords: Passwords::new(2).await?,
+            limits: Arc::new(SignInLimits::new(
+                settings.sign_in_per_minute_per_user,
+                settings.sign_in_per_minute_per_address,
+            )),
+            settings: settings.clone(),
+            store,
+        };
+        Ok((access, sweeper))
+    }
+
+    pub fn passwords(&self) -> &Arc<Passwords> {
+        &self.passwords
+    }
+
+    /// The dashboard router behind sign-in: adds the sign-in/out and password routes, and
+    /// wraps everything in CSRF protection, the session and the sign-in gate.
+    pub fn protect(&self, dashboard: Router) -> Router {
+        let routes = Router::new()
+            .route("/auth/sign-in", post(sign_in))
+            .route("/auth/sign-out", post(sign_out))
+            .route("/auth/password", post(change_password))
+            .with_state(self.clone());
+        let router = dashboard
+            .merge(routes)
+            .layer(middleware::from_fn(require_sign_in))
+            .layer(middleware::from_fn_with_state(self.clone(), load_principal));
+        let idle = time::Duration::minutes(self.settings.session_idle_minutes.max(1));
+        let router = match &self.store {
+            Store::Sqlite(store) => router.layer(self.session_layer(store.clone(), idle)),
+            Store::Postgres(store) => router.layer(self.session_layer(store.clone(), idle)),
+        };
+        router.layer(CsrfLayer::new())
+    }
+
+    fn session_layer<S: tower_sessions::SessionStore + Clone>(
+        &self,
+        store: S,
+        idle: time::Duration,
+    ) -> SessionManagerLayer<S> {
+        SessionManagerLayer::new(store)
+            .with_name(SESSION_COOKIE)
+            .with_http_only(true)
+            .with_same_site(SameSite::Strict)
+            .with_secure(self.settings.secure_cookie)
+            .with_path("/")
+            .with_expiry(Expiry::OnInactivity(idle))
+            // Saved on every request, so the idle clock restarts with each one.
+            .with_always_save(true)
+    }
+
+    async fn audit(&self, entry: AuditEntry<'_>) {
+        if let Err(e) = users::audit(&self.db, &entry).await {
+            tracing::error!(
+                action = entry.action,
+                "could not write the audit log: {e:#}"
+            );
+        }
+    }
+}
+
+/// On a fresh start with no user at all, creates `admin` with a one-time password that
+/// must be changed at the first sign-in, and returns that password (the caller prints it
+/// once; it is never logged or stored in clear).
+pub async fn bootstrap_first_admin(
+    db: &Db,
+    passwords: &Passwords,
+) -> anyhow::Result<Option<String>> {
+    if users::count(db).await? > 0 {
+        return Ok(None);
+    }
+    let password = password::generate_password();
+    let hash = passwords.hash(password.clone()).await?;
+    let now = now_ms();
+    let created = users::add_if_none(
+        db,
+        &NewUser {
+            username: "admin",
+            password_hash: &hash,
+            role: Role::Admin.as_str(),
+            must_change_password: true,
+            now,
+        },
+    )
+    .await?;
+    if !created {
+        return Ok(None);
+    }
+    users::audit(
+        db,
+        &AuditEntry {
+            actor: "system",
+            action: "user.add",
+            target: "user:admin",
+            reason: Some("first start: no user existed"),
+            details: Some("role admin, one-time password"),
+            source: None,
+            now,
+        },
+    )
+    .await?;
+    Ok(Some(password))
+}
+
+fn client_address(req: &Request) -> Option<String> {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip().to_string())
+}
+
+/// Session → user → `Principal` in the request's extensions. A session whose user is gone,
+/// disabled, or changed password since is emptied (signed out).
+pub async fn load_principal(
+    State(access): State<Access>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let Some(session) = req.extensions().get::<Session>().cloned() else {
+        return next.run(req).await;
+    };
+    let auth: Option<SessionAuth> = match session.get(SESSION_KEY).await {
+        Ok(auth) => auth,
+        Err(e) => {
+            tracing::error!("reading the session: {e}");
+            return (StatusCode::SERVICE_UNAVAILABLE, "session store unavailable").into_response();
+        }
+    };
+    if let Some(auth) = auth {
+        match users::by_id(&access.db, auth.user_id).await {
+            Ok(Some(user)) if !user.disabled && user.password_set_at == auth.password_set_at => {
+                if let Some(role) = Role::parse(&user.role) {
+                    let source = client_address(&req);
+                    req.extensions_mut().insert(Principal {
+                        user_id: user.id,
+                        name: user.username,
+                        role,
+                        must_change_password: user.must_change_password,
+                        source,
+                    });
+                }
+            }
+            Ok(_) => {
+                session.clear().await;
+            }
+            Err(e) => {
+                tracing::error!("loading the signed-in user: {e:#}");
+                return (StatusCode::SERVICE_UNAVAILABLE, "user store unavailable").into_response();
+            }
+        }
+    }
+    next.run(req).await
+}
+
+/// Paths anyone may reach: the sign-in page and its form, and the static bundle.
+fn is_public(path: &str) -> bool {
+    path == "/sign-in" || path == "/auth/sign-in" || path.starts_with("/pkg/")
+}
+
+/// Paths someone who must change their password may still reach.
+fn allowed_before_password_change(path: &str) -> bool {
+    matches!(
+        path,
+        "/change-password" | "/auth/password" | "/auth/sign-out"
+    )
+}
+
+/// Without a principal: pages redirect to the sign-in page (coming back afterwards), other
+/// requests (server functions, form posts) get 401. With a principal that must change its
+/// password, every page leads to the password form.
+pub async fn require_sign_in(req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if is_public(path) {
+        return next.run(req).await;
+    }
+    let is_page = req.method() == axum::http::Method::GET;
+    match req.extensions().get::<Principal>() {
+        None if is_page => {
+            let back = req
+                .uri()
+                .path_and_query()
+                .map(|pq| pq.as_str())
+                .unwrap_or("/");
+            let target = if back == "/" {
+                "/sign-in".to_string()
+            } else {
+                format!("/sign-in?next={}", urlencode(back))
+            };
+            Redirect::to(&target).into_response()
+        }
+        None => (StatusCode::UNAUTHORIZED, "sign in first").into_response(),
+        Some(p) if p.must_change_password && !allowed_before_password_change(path) => {
+            if is_page {
+                Redirect::to("/change-password").into_response()
+            } else {
+                (StatusCode::FORBIDDEN, "change your password first").into_response()
+            }
+        }
+        Some(_) => next.run(req).await,
+    }
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986) and `/`.
+fn urlencode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Only a local path may be a redirect target after sign-in (no `//host`, no scheme).
+fn safe_next(next: Option<&str>) -> &str {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n,
+        _ => "/",
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SignInForm {
+    username: String,
+    password: String,
+    next: Option<String>,
+}
+
+async fn sign_in(
+    State(access): State<Access>,
+    session: Session,
+    ConnectInfoOpt(address): ConnectInfoOpt,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    let now = now_ms();
+    let username = form.username.trim().to_string();
+    let source = address.as_deref();
+    let next = safe_next(form.next.as_deref()).to_string();
+    let back_with = |error: &str| {
+        let mut target = format!("/sign-in?error={error}");
+        if next != "/" {
+            target.push_str(&format!("&next={}", urlencode(&next)));
+        }
+        Redirect::to(&target).into_response()
+    };
+    if !access
+        .limits
+        .allow(&username, address.as_deref().unwrap_or("unknown"))
+    {
+        access
+            .audit(AuditEntry {
+                actor: &username,
+                action: "sign_in.limited",
+                target: &format!("user:{username}"),
+                reason: Some("too many sign-in attempts"),
+                details: None,
+                source,
+                now,
+            })
+            .await;
+        let mut response = back_with("limited");
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+        return response;
+    }
+    let user = match users::by_name(&access.db, &username).await {
+        Ok(user) => user,
+        Err(e) => {
+            tracing::error!("sign-in: {e:#}");
+            return back_with("unavailable");
+        }
+    };
+    let verified = access
+        .passwords
+        .verify(
+            form.password,
+            user.as_ref().map(|u| u.password_hash.clone()),
+        )
+        .await;
+    let user = match user {
+        Some(user) if verified && !user.disabled => user,
+        other => {
+            let why = match other {
+                None => "unknown user",
+                Some(u) if u.disabled && verified => "user disabled",
+                Some(_) => "wrong password",
+            };
+            access
+                .audit(AuditEntry {
+                    actor: &username,
+                    action: "sign_in.failed",
+                    target: &format!("user:{username}"),
+                    reason: Some(why),
+                    details: None,
+                    source,
+                    now,
+                })
+                .await;
+            // The same answer whatever the cause: the form does not confirm user names.
+            return back_with("invalid");
+        }
+    };
+    // A new id for the signed-in session: an id planted before sign-in is worthless.
+    let stored = async {
+        session.cycle_id().await?;
+        session
+            .insert(
+                SESSION_KEY,
+                SessionAuth {
+                    user_id: user.id,
+                    password_set_at: user.password_set_at,
+                },
+            )
+            .await
+    }
+    .await;
+    if let Err(e) = stored {
+        tracing::error!("sign-in: saving the session: {e}");
+        return back_with("unavailable");
+    }
+    let _ = users::record_sign_in(&access.db, user.id, now).await;
+    access
+        .audit(AuditEntry {
+            actor: &user.username,
+            action: "sign_in",
+            target: &format!("user:{}", user.username),
+            reason: None,
+            details: None,
+            source,
+            now,
+        })
+        .await;
+    if user.must_change_password {
+        Redirect::to("/change-password").into_response()
+    } else {
+        Redirect::to(&next).into_response()
+    }
+}
+
+/// `ConnectInfo` when the server was started with it (always in `oncehook serve`); tests
+/// that serve a bare router get `None` instead of a 500.
+pub struct ConnectInfoOpt(pub Option<String>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ConnectInfoOpt {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(ConnectInfoOpt(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(a)| a.ip().to_string()),
+        ))
+    }
+}
+
+async fn sign_out(
+    State(access): State<Access>,
+    session: Session,
+    principal: Option<axum::Extension<Principal>>,
+) -> Response {
+    if let Some(axum::Extension(p)) = principal {
+        access
+            .audit(AuditEntry {
+                actor: &p.name,
+                action: "sign_out",
+                target: &format!("user:{}", p.name),
+                reason: None,
+                details: None,
+                source: p.source.as_deref(),
+                now: now_ms(),
+            })
+            .await;
+    }
+    if let Err(e) = session.flush().await {
+        tracing::error!("sign-out: {e}");
+    }
+    Redirect::to("/sign-in?signed_out=1").into_response()
+}
+
+#[derive(Deserialize)]
+pub struct PasswordForm {
+    current: String,
+    new: String,
+    confirm: String,
+}
+
+async fn change_password(
+    State(access): State<Access>,
+    session: Session,
+    axum::Extension(principal): axum::Extension<Principal>,
+    Form(form): Form<PasswordForm>,
+) -> Response {
+    let back_with = |error: &str| Redirect::to(&format!("/change-password?error={error}"));
+    let user = match users::by_id(&access.db, principal.user_id).await {
+        Ok(Some(user)) => user,
+        _ => return back_with("unavailable").into_response(),
+    };
+    if form.new != form.confirm {
+        return back_with("mismatch").into_response();
+    }
+    if password::check_new_password(&form.new, &user.username).is_err() {
+        return back_with("weak").into_response();
+    }
+    if form.new == form.current {
+        return back_with("same").into_response();
+    }
+    if !access
+        .passwords
+        .verify(form.current, Some(user.password_hash.clone()))
+        .await
+    {
+        access
+            .audit(AuditEntry {
+                actor: &user.username,
+                action: "user.password_change.failed",
+                target: &format!("user:{}", user.username),
+                reason: Some("wrong current password"),
+                details: None,
+                source: principal.source.as_deref(),
+                now: now_ms(),
+            })
+            .await;
+        return back_with("current").into_response();
+    }
+    let now = now_ms();
+    let stored = async {
+        let hash = access.passwords.hash(form.new).await?;
+        users::set_password(&access.db, user.id, &hash, false, now).await?;
+        // This session stays valid with the new password; every other one ends.
+        session.cycle_id().await?;
+        session
+            .insert(
+                SESSION_KEY,
+                SessionAuth {
+                    user_id: user.id,
+                    password_set_at: now,
+                },
+            )
+            .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = stored {
+        tracing::error!("password change: {e:#}");
+        return back_with("unavailable").into_response();
+    }
+    access
+        .audit(AuditEntry {
+            actor: &user.username,
+            action: "user.password_change",
+            target: &format!("user:{}", user.username),
+            reason: None,
+            details: None,
+            source: principal.source.as_deref(),
+            now,
+        })
+        .await;
+    Redirect::to("/").into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_followed_after_sign_in() {
+        assert_eq!(
+            safe_next(Some("/dlq?class=permanent")),
+            "/dlq?class=permanent"
+        );
+        for bad in [
+            "//evil.example/x",
+            "https://evil.example",
+            "evil",
+            "/\\evil.example",
+        ] {
+            assert_eq!(safe_next(Some(bad)), "/", "{bad}");
+        }
+        assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn redirect_targets_are_encoded() {
+        assert_eq!(
+            urlencode("/dlq?class=a b&x=1"),
+            "/dlq%3Fclass%3Da%20b%26x%3D1"
+        );
+    }
+
+    #[test]
+    fn public_paths_are_only_sign_in_and_assets() {
+        assert!(is_public("/sign-in"));
+        assert!(is_public("/auth/sign-in"));
+        assert!(is_public("/pkg/oncehook.css"));
+        for private in [
+            "/",
+            "/events",
+            "/api/load_inbox",
+            "/auth/sign-out",
+            "/sign-in/x",
+        ] {
+            assert!(!is_public(private), "{private}");
+        }
+    }
+}
+
+/// User administration shared by `oncehook user …` and the dashboard's users page; every
+/// change is audited with `actor`.
+pub mod admin {
+    use super::*;
+
+    pub async fn add_user(
+        db: &Db,
+        passwords: &Passwords,
+        username: &str,
+        password: &str,
+        role: Role,
+        actor: &str,
+    ) -> anyhow::Result<i64> {
+        password::check_new_password(password, username).map_err(anyhow::Error::msg)?;
+        let now = now_ms();
+        let hash = passwords.hash(password.to_string()).await?;
+        let id = users::add(
+            db,
+            &NewUser {
+                username,
+                password_hash: &hash,
+                role: role.as_str(),
+                must_change_password: false,
+                now,
+            },
+        )
+        .await?;
+        users::audit(
+            db,
+            &AuditEntry {
+                actor,
+                action: "user.add",
+                target: &format!("user:{username}"),
+                reason: None,
+                details: Some(&format!("role {role}")),
+                source: None,
+                now,
+            },
+        )
+        .await?;
+        Ok(id)
+    }
+
+    pub async fn set_disabled(
+        db: &Db,
+        username: &str,
+        disabled: bool,
+        actor: &str,
+    ) -> anyhow::Result<()> {
+        let now = now_ms();
+        anyhow::ensure!(
+            users::set_disabled(db, username, disabled, now).await?,
+            "no user named {username}"
+        );
+        users::audit(
+            db,
+            &AuditEntry {
+                actor,
+                action: if disabled {
+                    "user.disable"
+                } else {
+                    "user.enable"
+                },
+                target: &format!("user:{username}"),
+                reason: None,
+                details: None,
+                source: None,
+                now,
+            },
+        )
+        .await
+    }
+
+    /// Sets a new password chosen by someone else: the user must change it at the next
+    /// sign-in, and every session they had ends.
+    pub async fn reset_password(
+        db: &Db,
+        passwords: &Passwords,
+        username: &str,
+        password: &str,
+        actor: &str,
+    ) -> anyhow::Result<()> {
+        password::check_new_password(password, username).map_err(anyhow::Error::msg)?;
+        let user = users::by_name(db, username)
+            .await?
+            .with_context(|| format!("no user named {username}"))?;
+        let now = now_ms();
+        let hash = passwords.hash(password.to_string()).await?;
+        users::set_password(db, user.id, &hash, true, now).await?;
+        users::audit(
+            db,
+            &AuditEntry {
+                actor,
+                action: "user.reset_password",
+                target: &format!("user:{username}"),
+                reason: None,
+                details: None,
+                source: None,
+                now,
+            },
+        )
+        .await
+    }
+}

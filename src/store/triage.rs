@@ -1,0 +1,55 @@
+//! Reads for the dashboard's dead-letter page that the CLI does not need: open count and
+//! oldest age, and recent redrives with what became of their items.
+
+use sqlx::Row;
+
+use super::read::rfc3339;
+use super::Db;
+
+/// Open dead letters and the creation time (Unix ms) of the oldest.
+pub async fn open_stats(db: &Db) -> anyhow::Result<(i64, Option<i64>)> {
+    let row =
+        sqlx::query("SELECT COUNT(*), MIN(created_at) FROM dead_letters WHERE status = 'open'")
+            .fetch_one(db.reader())
+            .await?;
+    Ok((row.try_get(0)?, row.try_get(1)?))
+}
+
+pub struct RecentRedrive {
+    pub dead_letter_id: i64,
+    pub event_id: Option<String>,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub outcome: String,
+    pub at: String,
+    pub current_status: Option<String>,
+}
+
+/// The latest real (not dry-run) redrives, newest first, with their item's status now.
+pub async fn recent_redrives(db: &Db, limit: i64) -> anyhow::Result<Vec<RecentRedrive>> {
+    let rows = sqlx::query(
+        "SELECT r.dead_letter_id, d.event_id, r.actor, r.reason, r.outcome, r.at, \
+                COALESCE(i.status, o.status) \
+         FROM redrives r \
+         JOIN dead_letters d ON d.id = r.dead_letter_id \
+         LEFT JOIN inbox_events i ON d.stage = 'processor' AND i.id = d.source_id \
+         LEFT JOIN outbox o ON d.stage = 'outbox' AND o.id = d.source_id \
+         WHERE r.dry_run = 0 ORDER BY r.id DESC LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(db.reader())
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(RecentRedrive {
+                dead_letter_id: r.try_get(0)?,
+                event_id: r.try_get(1)?,
+                actor: r.try_get(2)?,
+                reason: r.try_get(3)?,
+                outcome: r.try_get(4)?,
+                at: rfc3339(r.try_get(5)?),
+                current_status: r.try_get(6)?,
+            })
+        })
+        .collect()
+}

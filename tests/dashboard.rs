@@ -1,0 +1,711 @@
+//! The dashboard's dead-letter triage through its backend and over HTTP (server functions
+//! as a browser posts them), on SQLite and PostgreSQL: role checks (a viewer's forged
+//! redrive is refused and audited), one-click redrive, resolve/discard with a reason,
+//! grouping, and bulk redrive after a dry run.
+
+mod common;
+
+use std::sync::Arc;
+
+use app::api::{CloseDeadLetter, RedriveDeadLetters};
+use app::backend::{AdminBackend, DlqQuery, InboxQuery, Principal, Role};
+use app::error::AppError;
+use common::fixtures::*;
+use common::{snapshot, Kind, TestApp};
+use leptos::server_fn::ServerFn;
+use oncehook::admin::StoreBackend;
+use oncehook::auth::{admin, password::Passwords, SESSION_COOKIE};
+use oncehook::config::Providers;
+use oncehook::store::users;
+use reqwest::header::{COOKIE, SET_COOKIE};
+use reqwest::StatusCode;
+
+both!(
+    a_viewers_forged_redrive_is_refused_and_audited,
+    an_operator_redrives_one_item_and_sees_what_became_of_it,
+    resolve_and_discard_need_an_operator_and_a_reason,
+    dead_letters_are_grouped_by_class_and_message_oldest_first,
+    bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match,
+    event_page_shows_deliveries_the_effect_and_the_byte_exact_body,
+    inbox_filters_live_in_the_url_and_pages_by_keyset,
+);
+
+/// Page renders of several dashboards at once in one process can hang for good (see
+/// `web::dashboard::tests::on_one_runtime`); these tests each start a server and render
+/// pages, so they take turns.
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    TURN.lock().await
+}
+
+const PASSWORD: &str = "a long passphrase 1";
+
+async fn app(kind: Kind) -> TestApp {
+    TestApp::spawn_with(kind, |s| {
+        s.processor.enabled = false;
+        s.outbox.relay.enabled = false;
+        s.processor.retry.max_attempts = 3;
+    })
+    .await
+}
+
+fn backend(app: &TestApp) -> StoreBackend {
+    StoreBackend {
+        db: app.db.clone(),
+        providers: Arc::new(Providers::build(&app.settings.providers).unwrap()),
+    }
+}
+
+fn principal(name: &str, role: Role) -> Principal {
+    Principal {
+        user_id: 1,
+        name: name.into(),
+        role,
+        must_change_password: false,
+        source: Some("192.0.2.7".into()),
+    }
+}
+
+/// A refund naming a payment nobody told us about: waits, then is dead-lettered
+/// (`transient`, "order not known yet").
+async fn orphan_refund(app: &TestApp, n: u32) -> String {
+    let id = format!("evt_orphan_{n}");
+    let response = app
+        .post_stripe(&refund_created(
+            &id,
+            &format!("pi_orphan_{n}"),
+            &format!("re_orphan_{n}"),
+            100,
+            T10_00 + 60,
+        ))
+        .await;
+    assert_eq!(response.status(), 200);
+    id
+}
+
+/// An API version nobody supports: dead-lettered at once as `permanent`.
+async fn unsupported_version(app: &TestApp, n: u32) -> String {
+    let id = format!("evt_old_{n}");
+    let mut body = payment_intent_succeeded(&id, &format!("pi_old_{n}"), "order-old", 100, T10_00);
+    body["api_version"] = "2015-01-01".into();
+    assert_eq!(app.post_stripe(&body).await.status(), 200);
+    id
+}
+
+/// Processes, making waiting retries due each round, until nothing is left waiting.
+async fn process_through_retries(app: &TestApp) {
+    for _ in 0..10 {
+        app.process().await;
+        if app
+            .count("SELECT COUNT(*) FROM inbox_events WHERE status = 'pending'")
+            .await
+            == 0
+        {
+            return;
+        }
+        app.make_due().await;
+    }
+}
+
+async fn dead_letter_id(app: &TestApp, event_id: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>("SELECT id FROM dead_letters WHERE event_id = $1")
+        .bind(event_id)
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap()
+}
+
+async fn dead_letter_status(app: &TestApp, id: i64) -> String {
+    sqlx::query_scalar::<_, String>("SELECT status FROM dead_letters WHERE id = $1")
+        .bind(id)
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap()
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Adds a user with `role` and signs in through the form; returns the session cookie.
+async fn signed_in(app: &TestApp, name: &str, role: Role) -> String {
+    let passwords = Passwords::new(1).await.unwrap();
+    admin::add_user(&app.db, &passwords, name, PASSWORD, role, "test")
+        .await
+        .unwrap();
+    let response = client()
+        .post(format!("{}/auth/sign-in", app.url))
+        .header("Origin", &app.url)
+        .form(&[("username", name), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    response
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .find(|c| c.starts_with(SESSION_COOKIE))
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// Posts a server function the way a form does (urlencoded), as a script would (no
+/// Referer, so no redirect: the answer is the function's own).
+async fn post_server_fn(
+    app: &TestApp,
+    path: &str,
+    cookie: &str,
+    form: &[(&str, &str)],
+) -> (StatusCode, String) {
+    let response = client()
+        .post(format!("{}{path}", app.url))
+        .header(COOKIE, cookie)
+        .header("Origin", &app.url)
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+async fn refused_actions(app: &TestApp, actor: &str) -> Vec<(String, String, Option<String>)> {
+    users::audit_page(&app.db, Some(actor), None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.action.ends_with(".refused"))
+        .map(|r| (r.action, r.target, r.source))
+        .collect()
+}
+
+async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
+    let _turn = one_at_a_time().await;
+    let app = app(kind).await;
+    let event = orphan_refund(&app, 1).await;
+    process_through_retries(&app).await;
+    let id = dead_letter_id(&app, &event).await;
+    let viewer = signed_in(&app, "vera", Role::Viewer).await;
+
+    // The page shows no redrive button to a viewer…
+    let html = client()
+        .get(format!("{}/dlq", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains(&format!("id=\"dead-letter-{id}\"")), "{html}");
+    assert!(!html.contains("class=\"button redrive\""));
+
+    // …and a hand-made POST is refused on the server, changes nothing, and is audited.
+    let before = snapshot(&app.db).await;
+    let id_text = id.to_string();
+    let (status, body) = post_server_fn(
+        &app,
+        RedriveDeadLetters::PATH,
+        &viewer,
+        &[("id", &id_text), ("reason", "forged")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, _) = post_server_fn(
+        &app,
+        CloseDeadLetter::PATH,
+        &viewer,
+        &[
+            ("id", &id_text),
+            ("action", "discard"),
+            ("reason", "forged"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(dead_letter_status(&app, id).await, "open");
+    assert_eq!(snapshot(&app.db).await, before);
+    assert_eq!(app.count("SELECT COUNT(*) FROM redrives").await, 0);
+    assert_eq!(
+        refused_actions(&app, "vera").await,
+        [
+            (
+                "dead_letter.discard.refused".to_string(),
+                format!("dead_letter:{id}"),
+                Some("127.0.0.1".to_string())
+            ),
+            (
+                "dead_letter.redrive.refused".to_string(),
+                format!("dead_letter:{id}"),
+                Some("127.0.0.1".to_string())
+            ),
+        ]
+    );
+    // Without a session, the same POST does not reach the backend at all.
+    let (status, _) = post_server_fn(&app, RedriveDeadLetters::PATH, "", &[("id", &id_text)]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A cross-site POST with the operator's cookie is refused before any of it.
+    let operator = signed_in(&app, "otto", Role::Operator).await;
+    let response = client()
+        .post(format!("{}{}", app.url, RedriveDeadLetters::PATH))
+        .header(COOKIE, &operator)
+        .header("Sec-Fetch-Site", "cross-site")
+        .form(&[("id", &id_text)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert_eq!(dead_letter_status(&app, id).await, "open");
+}
+
+async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
+    let _turn = one_at_a_time().await;
+    let app = app(kind).await;
+    let event = orphan_refund(&app, 2).await;
+    let other = orphan_refund(&app, 3).await;
+    process_through_retries(&app).await;
+    let id = dead_letter_id(&app, &event).await;
+    let other_id = dead_letter_id(&app, &other).await;
+    // The cause is fixed: the payment the refund names arrives.
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_pay_2",
+        "pi_orphan_2",
+        "order-2",
+        100,
+        T10_00,
+    ))
+    .await;
+    app.process().await;
+
+    let operator = signed_in(&app, "otto", Role::Operator).await;
+    let (status, body) = post_server_fn(
+        &app,
+        RedriveDeadLetters::PATH,
+        &operator,
+        &[("id", &id.to_string()), ("reason", "payment arrived")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let outcomes: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(outcomes[0]["dead_letter_id"], id);
+    assert_eq!(outcomes[0]["outcome"], "requeued");
+    assert_eq!(dead_letter_status(&app, id).await, "redriven");
+    assert_eq!(dead_letter_status(&app, other_id).await, "open");
+    app.process().await;
+
+    let page = backend(&app)
+        .dead_letters(&principal("otto", Role::Operator), DlqQuery::default())
+        .await
+        .unwrap();
+    let recent = &page.recent_redrives[0];
+    assert_eq!(recent.dead_letter_id, id);
+    assert_eq!(recent.actor, "otto");
+    assert_eq!(recent.reason.as_deref(), Some("payment arrived"));
+    assert_eq!(recent.current_status.as_deref(), Some("applied"));
+    assert_eq!(page.open, 1);
+    assert!(page.can_operate);
+    let audit = users::audit_page(&app.db, Some("otto"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(audit[0].action, "dead_letter.redrive");
+    assert_eq!(audit[0].target, format!("dead_letter:{id}"));
+    assert_eq!(audit[0].reason.as_deref(), Some("payment arrived"));
+
+    // The page, rendered for the operator, shows the outcome and the item that is left.
+    let html = client()
+        .get(format!("{}/dlq", app.url))
+        .header(COOKIE, &operator)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("id=\"recent-redrives\""));
+    assert!(html.contains("payment arrived"));
+    assert!(html.contains(&format!("id=\"dead-letter-{other_id}\"")));
+    assert!(!html.contains(&format!("id=\"dead-letter-{id}\"")));
+    assert!(html.contains("class=\"button redrive\""));
+}
+
+async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {
+    let _turn = one_at_a_time().await;
+    let app = app(kind).await;
+    let a = unsupported_version(&app, 1).await;
+    let b = unsupported_version(&app, 2).await;
+    process_through_retries(&app).await;
+    let (a, b) = (
+        dead_letter_id(&app, &a).await,
+        dead_letter_id(&app, &b).await,
+    );
+    let backend = backend(&app);
+    let operator = principal("otto", Role::Operator);
+
+    let refused = backend
+        .close_dead_letter(&principal("vera", Role::Viewer), a, true, "x".into())
+        .await;
+    assert!(
+        matches!(refused, Err(AppError::Forbidden(_))),
+        "{refused:?}"
+    );
+    let no_reason = backend
+        .close_dead_letter(&operator, a, true, "  ".into())
+        .await;
+    assert!(
+        matches!(no_reason, Err(AppError::Invalid(_))),
+        "{no_reason:?}"
+    );
+    assert_eq!(dead_letter_status(&app, a).await, "open");
+
+    backend
+        .close_dead_letter(&operator, a, true, "fixed by hand".into())
+        .await
+        .unwrap();
+    backend
+        .close_dead_letter(&operator, b, false, "test event".into())
+        .await
+        .unwrap();
+    assert_eq!(dead_letter_status(&app, a).await, "resolved");
+    assert_eq!(dead_letter_status(&app, b).await, "discarded");
+    let again = backend
+        .close_dead_letter(&operator, a, false, "twice".into())
+        .await;
+    assert!(matches!(again, Err(AppError::Invalid(_))), "{again:?}");
+    let actions: Vec<(String, Option<String>)> = users::audit_page(&app.db, Some("otto"), None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .rev()
+        .map(|r| (r.action, r.reason))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("dead_letter.resolve".into(), Some("fixed by hand".into())),
+            ("dead_letter.discard".into(), Some("test event".into())),
+        ]
+    );
+    assert_eq!(refused_actions(&app, "vera").await.len(), 1);
+}
+
+async fn dead_letters_are_grouped_by_class_and_message_oldest_first(kind: Kind) {
+    let _turn = one_at_a_time().await;
+    let app = app(kind).await;
+    let old_1 = unsupported_version(&app, 1).await;
+    process_through_retries(&app).await;
+    let orphans = [orphan_refund(&app, 1).await, orphan_refund(&app, 2).await];
+    process_through_retries(&app).await;
+    let old_2 = unsupported_version(&app, 2).await;
+    process_through_retries(&app).await;
+
+    let viewer = principal("vera", Role::Viewer);
+    let page = backend(&app)
+        .dead_letters(&viewer, DlqQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(page.open, 4);
+    assert!(!page.can_operate);
+    let groups: Vec<(String, Vec<String>)> = page
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.class.clone(),
+                g.items
+                    .iter()
+                    .map(|i| i.event_id.clone().unwrap())
+                    .collect(),
+            )
+        })
+        .collect();
+    // Group of the oldest item first; within a group, oldest first.
+    assert_eq!(groups.len(), 3, "{groups:?}");
+    assert_eq!(groups[0].1, [old_1.clone(), old_2.clone()]);
+    assert_eq!(groups[0].0, "permanent");
+    let orphan_events: Vec<String> = groups[1..].iter().flat_map(|g| g.1.clone()).collect();
+    assert_eq!(orphan_events, orphans);
+    assert!(page
+        .groups
+        .iter()
+        .all(|g| g.items.iter().all(|i| i.error == g.error)));
+
+    // Filters narrow it; status defaults to open.
+    let permanent = backend(&app)
+        .dead_letters(
+            &viewer,
+            DlqQuery {
+                class: Some("permanent".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(permanent.groups.len(), 1);
+    assert_eq!(permanent.groups[0].items.len(), 2);
+    let resolved = backend(&app)
+        .dead_letters(
+            &viewer,
+            DlqQuery {
+                status: Some("resolved".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(resolved.groups.is_empty());
+}
+
+async fn bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match(kind: Kind) {
+    let _turn = one_at_a_time().await;
+    let app = app(kind).await;
+    let mut orphans = vec![];
+    for n in 0..5 {
+        orphans.push(orphan_refund(&app, n).await);
+    }
+    let permanent = unsupported_version(&app, 1).await;
+    process_through_retries(&app).await;
+    let backend = backend(&app);
+    let filter = DlqQuery {
+        error: Some("order".into()),
+        ..Default::default()
+    };
+    let matching = backend
+        .dead_letters(&principal("vera", Role::Viewer), filter.clone())
+        .await
+        .unwrap();
+    let matched: usize = matching.groups.iter().map(|g| g.items.len()).sum();
+    assert_eq!(matched, 5, "{:?}", matching.groups);
+
+    let before = snapshot(&app.db).await;
+    // Anyone signed in may preview; it changes nothing at all.
+    let preview = backend
+        .preview_redrive(&principal("vera", Role::Viewer), filter.clone())
+        .await
+        .unwrap();
+    assert_eq!(preview.matching, 5);
+    assert!(
+        preview
+            .outcomes
+            .iter()
+            .all(|o| o.outcome.starts_with("wait")),
+        "{:?}",
+        preview.outcomes
+    );
+    assert_eq!(snapshot(&app.db).await, before);
+    assert_eq!(app.count("SELECT COUNT(*) FROM redrives").await, 0);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM dead_letters WHERE status = 'open'")
+            .await,
+        6
+    );
+
+    let refused = backend
+        .redrive(&principal("vera", Role::Viewer), filter.clone(), None)
+        .await;
+    assert!(matches!(refused, Err(AppError::Forbidden(_))));
+    let done = backend
+        .redrive(
+            &principal("otto", Role::Operator),
+            filter.clone(),
+            Some("bulk".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 5);
+    assert!(done.iter().all(|o| o.outcome == "requeued"));
+    for event in &orphans {
+        let id = dead_letter_id(&app, event).await;
+        assert_eq!(dead_letter_status(&app, id).await, "redriven");
+    }
+    let id = dead_letter_id(&app, &permanent).await;
+    assert_eq!(dead_letter_status(&app, id).await, "open");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM redrives WHERE dry_run = 0")
+            .await,
+        5
+    );
+}
+
+async fn inbox_id(app: &TestApp, event_id: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>("SELECT id FROM inbox_events WHERE event_id = $1")
+        .bind(event_id)
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap()
+}
+
+async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Kind) {
+    let _turn = one_at_a_time().await;
+    let app = app(kind).await;
+    let pay = payment_intent_succeeded("evt_pay", "pi_1", "order-1", 4200, T10_00);
+    let raw = pay.to_string();
+    // Delivered twice, and announced a second way (same payment, another event type).
+    app.post_stripe(&pay).await;
+    app.post_stripe(&pay).await;
+    app.post_stripe(&invoice_paid_new("evt_inv", "pi_1", 4200, T10_00 + 5))
+        .await;
+    app.process().await;
+    let backend = backend(&app);
+    let (pay_id, inv_id) = (
+        inbox_id(&app, "evt_pay").await,
+        inbox_id(&app, "evt_inv").await,
+    );
+
+    let detail = backend.event_detail(pay_id).await.unwrap();
+    assert_eq!(detail.status, "applied");
+    assert!(
+        detail.outcome.starts_with("applied: pay"),
+        "{}",
+        detail.outcome
+    );
+    assert_eq!(detail.order_id.as_deref(), Some("order-1"));
+    assert_eq!(detail.collapsed_onto, None);
+    let kinds: Vec<bool> = detail.deliveries.iter().map(|d| d.duplicate).collect();
+    assert_eq!(kinds, [false, true]);
+    assert_eq!(detail.raw_size, raw.len());
+    assert!(
+        detail.payload_pretty.contains("\n  \"id\": \"evt_pay\""),
+        "{}",
+        detail.payload_pretty
+    );
+    let key = detail.effect_key.clone().unwrap();
+
+    let collapsed = backend.event_detail(inv_id).await.unwrap();
+    assert_eq!(collapsed.status, "duplicate");
+    assert_eq!(collapsed.effect_key.as_deref(), Some(key.as_str()));
+    assert_eq!(collapsed.collapsed_onto.as_deref(), Some("evt_pay"));
+    assert!(
+        collapsed.outcome.contains("collapsed onto evt_pay"),
+        "{}",
+        collapsed.outcome
+    );
+    assert!(matches!(
+        backend.event_detail(999_999).await,
+        Err(AppError::NotFound)
+    ));
+
+    // Over HTTP: the page, and the original bytes as a download, for a signed-in viewer only.
+    let viewer = signed_in(&app, "vera", Role::Viewer).await;
+    let page = client()
+        .get(format!("{}/events/{pay_id}", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let html = page.text().await.unwrap();
+    assert!(html.contains(&key) && html.contains("href=\"/orders/order-1\""));
+    let response = client()
+        .get(format!("{}/events/{pay_id}/raw", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .starts_with("attachment"));
+    assert_eq!(response.bytes().await.unwrap(), raw.as_bytes());
+    let anonymous = client()
+        .get(format!("{}/events/{pay_id}/raw", app.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::SEE_OTHER);
+    let missing = client()
+        .get(format!("{}/events/999999", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}
+
+async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
+    let _turn = one_at_a_time().await;
+    let app = app(kind).await;
+    for n in 0..5 {
+        app.post_stripe(&payment_intent_succeeded(
+            &format!("evt_{n}"),
+            &format!("pi_{n}"),
+            if n < 3 { "order-a" } else { "order-b" },
+            100,
+            T10_00 + n as i64,
+        ))
+        .await;
+    }
+    unsupported_version(&app, 1).await;
+    app.process().await;
+    let backend = backend(&app);
+    let ids = |page: &app::backend::InboxPage| -> Vec<String> {
+        page.events.iter().map(|e| e.event_id.clone()).collect()
+    };
+
+    let order_a = InboxQuery {
+        order_id: Some("order-a".into()),
+        ..Default::default()
+    };
+    let first = backend.inbox(order_a.clone(), 2).await.unwrap();
+    assert_eq!(ids(&first), ["evt_2", "evt_1"]);
+    let next = InboxQuery {
+        before: first.next_before,
+        ..order_a.clone()
+    };
+    assert_eq!(
+        next.href(),
+        format!(
+            "/events?order=order-a&before={}",
+            first.next_before.unwrap()
+        )
+    );
+    let second = backend.inbox(next, 2).await.unwrap();
+    assert_eq!(ids(&second), ["evt_0"]);
+    assert_eq!(second.next_before, None);
+
+    let failed = backend
+        .inbox(
+            InboxQuery {
+                status: Some("dead".into()),
+                ..Default::default()
+            },
+            50,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&failed), ["evt_old_1"]);
+    // Empty form fields mean "any".
+    let all = backend
+        .inbox(
+            InboxQuery {
+                provider: Some(" ".into()),
+                status: Some(String::new()),
+                ..Default::default()
+            },
+            50,
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.events.len(), 6);
+
+    // The page reads the same filters from its URL.
+    let viewer = signed_in(&app, "vera", Role::Viewer).await;
+    let html = client()
+        .get(format!("{}/events?order=order-b", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("evt_3") && html.contains("evt_4"));
+    assert!(!html.contains(">evt_1<"));
+}
