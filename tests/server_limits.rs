@@ -434,7 +434,7 @@ async fn every_page_carries_security_headers_and_scripts_carry_the_csp_nonce(kin
             .unwrap();
         let h = r.headers().clone();
         assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
-        assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
+        assert_eq!(h["referrer-policy"], "same-origin", "{path}");
         assert_eq!(h["x-frame-options"], "DENY", "{path}");
         let csp = h["content-security-policy"].to_str().unwrap().to_string();
         for part in [
