@@ -190,6 +190,23 @@ fn integer(
     }
 }
 
+/// Largest amount accepted, in minor units: far above any real payment, far below where
+/// sums of amounts could overflow.
+pub const MAX_AMOUNT: i64 = 1_000_000_000_000_000;
+
+fn amount(doc: &Value, pointers: &[String]) -> Result<Option<i64>, MappingError> {
+    match integer(doc, pointers, "amount")? {
+        Some(a) if a.abs() > MAX_AMOUNT => Err(MappingError::Invalid {
+            field: "amount",
+            pointer: first(doc, pointers)
+                .map(|(p, _)| p.clone())
+                .unwrap_or_default(),
+            expected: "an amount within ±10^15 minor units",
+        }),
+        other => Ok(other),
+    }
+}
+
 fn timestamp_ms(doc: &Value, pointers: &[String]) -> Result<i64, MappingError> {
     let (p, v) = first(doc, pointers).ok_or_else(|| MappingError::Missing {
         field: "occurred_at",
@@ -201,7 +218,10 @@ fn timestamp_ms(doc: &Value, pointers: &[String]) -> Result<i64, MappingError> {
         expected: "Unix seconds or an RFC 3339 time",
     };
     match v {
-        Value::Number(n) => n.as_i64().map(|s| s * 1000).ok_or_else(invalid),
+        Value::Number(n) => n
+            .as_i64()
+            .and_then(|s| s.checked_mul(1000))
+            .ok_or_else(invalid),
         Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
             .map(|t| t.timestamp_millis())
             .map_err(|_| invalid()),
@@ -286,7 +306,7 @@ impl Mapping {
             parent_ref: text(&doc, &rule.parent_ref),
             external_ref,
             lookup_refs,
-            amount: integer(&doc, &rule.amount, "amount")?,
+            amount: amount(&doc, &rule.amount)?,
             currency: text(&doc, &rule.currency).map(|c| c.to_ascii_uppercase()),
             occurred_at_ms: timestamp_ms(&doc, &rule.occurred_at)?,
             sequence: integer(&doc, &rule.sequence, "sequence")?,
@@ -755,6 +775,30 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn absurd_timestamps_and_amounts_are_errors_not_overflows() {
+        let mut doc = pi_succeeded("2024-06-20");
+        doc["created"] = json!(-9_223_372_036_854_776i64);
+        assert!(matches!(
+            map(&doc),
+            Err(MappingError::Invalid {
+                field: "occurred_at",
+                ..
+            })
+        ));
+        let mut doc = pi_succeeded("2024-06-20");
+        doc["data"]["object"]["amount_received"] = json!(i64::MAX);
+        assert!(matches!(
+            map(&doc),
+            Err(MappingError::Invalid {
+                field: "amount",
+                ..
+            })
+        ));
+        doc["data"]["object"]["amount_received"] = json!(MAX_AMOUNT);
+        assert_eq!(map(&doc).unwrap().amount, Some(MAX_AMOUNT));
     }
 
     #[test]
