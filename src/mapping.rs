@@ -156,9 +156,11 @@ fn first<'a>(doc: &'a Value, pointers: &'a [String]) -> Option<(&'a String, &'a 
         .find_map(|p| doc.pointer(p).filter(|v| !v.is_null()).map(|v| (p, v)))
 }
 
+/// A NUL character makes a value unusable as an identifier: PostgreSQL text cannot hold
+/// it (the commit would fail), so such a value reads as absent on both databases.
 fn text(doc: &Value, pointers: &[String]) -> Option<String> {
     first(doc, pointers).and_then(|(_, v)| match v {
-        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::String(s) if !s.is_empty() && !s.contains('\0') => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     })

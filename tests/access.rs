@@ -27,14 +27,6 @@ both!(
     serve_prints_a_one_time_admin_password_once,
 );
 
-/// Page renders of several dashboards at once in one process can hang for good (see
-/// `web::dashboard::tests::on_one_runtime`); these tests each start a server and render
-/// pages, so they take turns.
-async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
-    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    TURN.lock().await
-}
-
 /// A client that shows redirects instead of following them.
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -135,7 +127,7 @@ async fn audit_actions(db: &Db, actor: &str) -> Vec<(String, Option<String>, Opt
 }
 
 async fn pages_need_a_signed_in_user(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let response = get(&app, "/", None).await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
@@ -163,7 +155,7 @@ async fn pages_need_a_signed_in_user(kind: Kind) {
 }
 
 async fn sign_in_cycles_the_session_with_a_strict_http_only_cookie(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "ana", Role::Viewer).await;
 
@@ -206,7 +198,7 @@ async fn sign_in_cycles_the_session_with_a_strict_http_only_cookie(kind: Kind) {
 }
 
 async fn failed_sign_ins_are_refused_alike_and_audited(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "bruno", Role::Operator).await;
     add_user(&app.db, "carla", Role::Viewer).await;
@@ -251,7 +243,7 @@ async fn failed_sign_ins_are_refused_alike_and_audited(kind: Kind) {
 }
 
 async fn sign_out_ends_the_session(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "ana", Role::Viewer).await;
     let cookie = sign_in(&app, "ana").await;
@@ -277,7 +269,7 @@ async fn sign_out_ends_the_session(kind: Kind) {
 }
 
 async fn cross_site_posts_are_refused(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "ana", Role::Admin).await;
     let cookie = sign_in(&app, "ana").await;
@@ -330,7 +322,7 @@ async fn cross_site_posts_are_refused(kind: Kind) {
 }
 
 async fn sign_in_attempts_are_limited_per_user(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -355,7 +347,7 @@ async fn sign_in_attempts_are_limited_per_user(kind: Kind) {
 }
 
 async fn first_start_admin_must_change_the_one_time_password(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let test_db = TestDb::new(kind).await;
     let db = test_db.connect().await;
     let passwords = Passwords::new(1).await.unwrap();
@@ -468,7 +460,7 @@ async fn first_start_admin_must_change_the_one_time_password(kind: Kind) {
 }
 
 async fn disabling_or_resetting_a_user_ends_their_sessions(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "ana", Role::Viewer).await;
     add_user(&app.db, "bruno", Role::Viewer).await;
@@ -506,7 +498,7 @@ async fn disabling_or_resetting_a_user_ends_their_sessions(kind: Kind) {
 }
 
 async fn secure_cookie_when_configured(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -544,7 +536,7 @@ fn oncehook_cli(db_url: &str, args: &[&str], stdin: &str) -> std::process::Outpu
 }
 
 async fn cli_manages_users(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let url = app.db_handle.url.clone();
     let out = oncehook_cli(
@@ -675,7 +667,7 @@ async fn serve_binary(
 }
 
 async fn serve_prints_a_one_time_admin_password_once(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let test_db = TestDb::new(kind).await;
     let dir = tempfile::tempdir().unwrap();
     let (mut child, lines) = serve_binary(&test_db.url, dir.path(), "choose a new password").await;

@@ -30,14 +30,6 @@ both!(
     inbox_filters_live_in_the_url_and_pages_by_keyset,
 );
 
-/// Page renders of several dashboards at once in one process can hang for good (see
-/// `web::dashboard::tests::on_one_runtime`); these tests each start a server and render
-/// pages, so they take turns.
-async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
-    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    TURN.lock().await
-}
-
 const PASSWORD: &str = "a long passphrase 1";
 
 async fn app(kind: Kind) -> TestApp {
@@ -187,7 +179,7 @@ async fn refused_actions(app: &TestApp, actor: &str) -> Vec<(String, String, Opt
 }
 
 async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let event = orphan_refund(&app, 1).await;
     process_through_retries(&app).await;
@@ -266,7 +258,7 @@ async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
 }
 
 async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let event = orphan_refund(&app, 2).await;
     let other = orphan_refund(&app, 3).await;
@@ -336,7 +328,7 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
 }
 
 async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let a = unsupported_version(&app, 1).await;
     let b = unsupported_version(&app, 2).await;
@@ -396,7 +388,7 @@ async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {
 }
 
 async fn dead_letters_are_grouped_by_class_and_message_oldest_first(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let old_1 = unsupported_version(&app, 1).await;
     process_through_retries(&app).await;
@@ -463,7 +455,7 @@ async fn dead_letters_are_grouped_by_class_and_message_oldest_first(kind: Kind) 
 }
 
 async fn bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let mut orphans = vec![];
     for n in 0..5 {
@@ -542,7 +534,7 @@ async fn inbox_id(app: &TestApp, event_id: &str) -> i64 {
 }
 
 async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let pay = payment_intent_succeeded("evt_pay", "pi_1", "order-1", 4200, T10_00);
     let raw = pay.to_string();
@@ -630,7 +622,7 @@ async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Ki
 }
 
 async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
-    let _turn = one_at_a_time().await;
+    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     for n in 0..5 {
         app.post_stripe(&payment_intent_succeeded(

@@ -20,6 +20,7 @@ both!(
     correlation_id_is_carried_to_the_rows,
     ten_thousand_signature_candidates_are_400_and_store_nothing,
     a_content_length_above_the_limit_is_413_before_the_body_is_read,
+    a_nul_character_in_an_id_is_kept_and_filed_not_a_503,
 );
 
 async fn nothing_stored(app: &TestApp) {
@@ -326,5 +327,27 @@ async fn a_content_length_above_the_limit_is_413_before_the_body_is_read(kind: K
     let head = String::from_utf8_lossy(&answer[..n]).to_string();
     assert!(head.starts_with("HTTP/1.1 413"), "{head}");
     nothing_stored(&app).await;
+    app.shutdown().await;
+}
+
+/// PostgreSQL text cannot hold U+0000: an id carrying one must not fail the commit (a 503
+/// the provider would retry forever) nor take the other receipts of its batch down with it.
+async fn a_nul_character_in_an_id_is_kept_and_filed_not_a_503(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let raw = br#"{"id": "evt_\u0000nul", "type": "payment_intent.succ\u0000eeded", "data": {"object": {"id": "pi_\u0000", "metadata": {"order_id": "o\u0000"}}}}"#.to_vec();
+    let next = payment_intent_succeeded("evt_next_to_nul", "pi_nul", "order-nul", 1_000, 100);
+    let (hostile, neighbour) = tokio::join!(
+        app.post_stripe_with(&raw, STRIPE_SECRET, now_secs()),
+        app.post_stripe(&next),
+    );
+    assert_eq!(hostile.status(), 200, "a signed body is acknowledged");
+    assert_eq!(neighbour.status(), 200, "its batch neighbour too");
+    let ack: serde_json::Value = hostile.json().await.unwrap();
+    let event_id = ack["event_id"].as_str().unwrap().to_string();
+    assert!(event_id.starts_with("sha256:"), "a stable id: {event_id}");
+    app.process().await;
+    let (status, reason) = app.event_status(&event_id).await;
+    assert_eq!(status, "dead", "{reason:?}");
+    assert_eq!(app.event_status("evt_next_to_nul").await.0, "applied");
     app.shutdown().await;
 }

@@ -94,14 +94,22 @@ pub struct InboxQuery {
     pub before: Option<i64>,
 }
 
+/// A filter as typed: trimmed, empty means "any". Control characters cannot be meant
+/// (and PostgreSQL text cannot even hold U+0000), so they are dropped.
+fn clean_filter(value: Option<String>) -> Option<String> {
+    value
+        .map(|s| s.chars().filter(|c| !c.is_control()).collect::<String>())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 impl InboxQuery {
     pub fn normalized(self) -> InboxQuery {
-        let clean = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         InboxQuery {
-            provider: clean(self.provider),
-            status: clean(self.status),
-            event_type: clean(self.event_type),
-            order_id: clean(self.order_id),
+            provider: clean_filter(self.provider),
+            status: clean_filter(self.status),
+            event_type: clean_filter(self.event_type),
+            order_id: clean_filter(self.order_id),
             before: self.before,
         }
     }
@@ -189,14 +197,13 @@ pub struct DlqQuery {
 impl DlqQuery {
     /// Empty form fields mean "any".
     pub fn normalized(self) -> DlqQuery {
-        let clean = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         DlqQuery {
             id: self.id,
-            class: clean(self.class),
-            provider: clean(self.provider),
-            stage: clean(self.stage),
-            error: clean(self.error),
-            status: clean(self.status),
+            class: clean_filter(self.class),
+            provider: clean_filter(self.provider),
+            stage: clean_filter(self.stage),
+            error: clean_filter(self.error),
+            status: clean_filter(self.status),
         }
     }
 

@@ -49,6 +49,21 @@ macro_rules! both {
     };
 }
 
+/// Page renders of several dashboards in one process, each on its own test runtime, can
+/// hang for good when one of those runtimes shuts down mid-flight (see
+/// `web::dashboard::tests::on_one_runtime`; the server builds one router on one runtime
+/// and never does this). Tests that start a server and render pages take turns.
+static DASHBOARD_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+pub async fn dashboard_turn() -> tokio::sync::MutexGuard<'static, ()> {
+    DASHBOARD_TURN.lock().await
+}
+
+/// The same turn, from a test that drives its own runtime.
+pub fn dashboard_turn_blocking() -> tokio::sync::MutexGuard<'static, ()> {
+    DASHBOARD_TURN.blocking_lock()
+}
+
 /// The PostgreSQL server tests create their databases on. Unset: PostgreSQL tests are
 /// skipped locally, but under CI that is a failure, never a silent skip.
 pub fn postgres_base_url() -> Option<String> {
