@@ -10,6 +10,7 @@ mod diagnose;
 mod failures;
 mod fixture;
 mod load;
+mod recovery;
 mod report;
 mod sys;
 mod watch;
@@ -91,6 +92,8 @@ pub enum Step {
     Storm,
     /// Relay deliveries/s to a loopback HTTP sink, and the time to redrive 10,000 dead letters.
     Failures,
+    /// Kill -9 the binary mid-burst, restart it: seconds until every acknowledged event is applied.
+    Recovery,
     /// Not in the default run: the storage code without HTTP, fixed and varying batches.
     Diagnose,
 }
@@ -234,6 +237,7 @@ pub struct DbResults {
     pub processing: Option<Processing>,
     pub latency: Vec<Latency>,
     pub storm: Option<Storm>,
+    pub recovery: Option<recovery::Recovery>,
     pub diagnostics: Vec<diagnose::StoreRun>,
     pub rss_peak_kb: u64,
     /// Unauthenticated requests with 10,000 signature candidates: how fast they are refused.
@@ -291,6 +295,7 @@ impl DbResults {
             processing: None,
             latency: vec![],
             storm: None,
+            recovery: None,
             diagnostics: vec![],
             rss_peak_kb: 0,
             refusal: None,
@@ -364,6 +369,7 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
             Step::Latency,
             Step::Storm,
             Step::Failures,
+            Step::Recovery,
         ]
     } else {
         args.steps.clone()
@@ -687,6 +693,32 @@ async fn bench_database(
             redrive.secs,
             redrive.items as f64 / redrive.secs.max(1e-9)
         ));
+    }
+
+    // 6. Crash recovery: the real binary, killed mid-burst and restarted.
+    if on(Step::Recovery) {
+        let (burst, kill_after) = if ctx.quick {
+            (2_000, 500)
+        } else {
+            (10_000, 3_000)
+        };
+        progress(format!(
+            "{label}: crash recovery, kill -9 after {kill_after} of {burst} events, restart"
+        ));
+        let db = fixtures.fresh(kind, "recovery").await?;
+        let recovered =
+            recovery::crash_and_restart(&db, fixtures.dir(), &ctx.secret, burst, kill_after)
+                .await?;
+        progress(format!(
+            "  recovery: healthy after {:.2} s, every acknowledged event applied after {:.2} s \
+             ({} waiting, {} claimed by the killed process); {}",
+            recovered.healthy_secs,
+            recovered.applied_secs,
+            recovered.waiting_at_kill,
+            recovered.claimed_at_kill,
+            recovered.check
+        ));
+        r.recovery = Some(recovered);
     }
 
     if on(Step::Diagnose) {

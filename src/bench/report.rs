@@ -231,6 +231,22 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
     );
     row(
         &mut o,
+        "kill -9 mid-burst: every acknowledged event applied within 5 s of the restart",
+        &|r| match &r.recovery {
+            Some(c) => format!(
+                "{:.2} s ({:.2} s to healthy; {} waiting, {} claimed at the kill; {}) — {}",
+                c.applied_secs,
+                c.healthy_secs,
+                c.waiting_at_kill,
+                c.claimed_at_kill,
+                c.check,
+                mark(c.ok && c.applied_secs < 5.0)
+            ),
+            None => "n/a".into(),
+        },
+    );
+    row(
+        &mut o,
         "duplicate storm: effects == distinct events",
         &|r| match &r.storm {
             Some(s) => format!("{} == {} — {}", s.effects, s.distinct, mark(s.ok)),
