@@ -929,6 +929,11 @@ impl Providers {
         Ok(Providers(map))
     }
 
+    /// The configured provider names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+
     pub fn get(&self, name: &str) -> Option<&Provider> {
         self.0.get(name)
     }

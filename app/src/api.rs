@@ -32,6 +32,40 @@ pub async fn load_event(id: i64) -> Result<crate::backend::EventDetail, AppError
     )
 }
 
+#[server]
+pub async fn load_order(order_id: String) -> Result<crate::backend::OrderDetail, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+
+    with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .order_detail(&order_id)
+            .await,
+    )
+}
+
+/// Resolves a search. A hit found while the server renders the page answers with a redirect
+/// to it, so the search box works the same with and without JavaScript.
+#[server]
+pub async fn search(text: String) -> Result<crate::backend::SearchHit, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+
+    let text = text.trim().to_string();
+    if text.is_empty() {
+        return Ok(crate::backend::SearchHit::Nothing);
+    }
+    let hit = with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .search(&text)
+            .await,
+    )?;
+    if let Some(href) = hit.href() {
+        leptos_axum::redirect(&href);
+    }
+    Ok(hit)
+}
+
 /// The signed-in person, as the server's session middleware put it in the request.
 #[cfg(feature = "ssr")]
 pub fn principal() -> Option<Principal> {

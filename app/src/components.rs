@@ -19,6 +19,12 @@ pub fn TopBar() -> impl IntoView {
                 <A href="/">"Inbox"</A>
                 <A href="/dlq">"Dead letters"</A>
             </nav>
+            <form class="search" method="get" action="/search" role="search">
+                <label class="visually-hidden" for="search-box">"Find an order"</label>
+                <input id="search-box" type="search" name="q" autocomplete="off"
+                    placeholder="Order, evt_, pi_, ch_, re_ id"/>
+                <button type="submit" class="button">"Find"</button>
+            </form>
             <UserMenu/>
         </header>
     }

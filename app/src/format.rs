@@ -52,9 +52,66 @@ pub fn age(secs: i64) -> String {
     }
 }
 
+/// Minor units as a person reads them: `123456, "EUR"` → `1,234.56 EUR`. The number of
+/// decimals follows ISO 4217 as payment providers apply it (Stripe's zero- and
+/// three-decimal lists); without a currency the minor units are shown as they are.
+pub fn money(minor: i64, currency: Option<&str>) -> String {
+    let Some(currency) = currency else {
+        return group_thousands(minor.unsigned_abs(), minor < 0);
+    };
+    let code = currency.to_ascii_uppercase();
+    let decimals = match code.as_str() {
+        "BIF" | "CLP" | "DJF" | "GNF" | "JPY" | "KMF" | "KRW" | "MGA" | "PYG" | "RWF" | "UGX"
+        | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
+        "BHD" | "JOD" | "KWD" | "OMR" | "TND" => 3,
+        _ => 2,
+    };
+    let scale = 10u64.pow(decimals);
+    let abs = minor.unsigned_abs();
+    let whole = group_thousands(abs / scale, minor < 0);
+    if decimals == 0 {
+        format!("{whole} {code}")
+    } else {
+        let fraction = abs % scale;
+        format!(
+            "{whole}.{fraction:0width$} {code}",
+            width = decimals as usize
+        )
+    }
+}
+
+fn group_thousands(value: u64, negative: bool) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if negative {
+        out.push('−');
+    }
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn money_reads_in_the_currency_s_own_decimals() {
+        assert_eq!(money(123_456, Some("eur")), "1,234.56 EUR");
+        assert_eq!(money(5, Some("USD")), "0.05 USD");
+        assert_eq!(money(-2_500, Some("USD")), "−25.00 USD");
+        assert_eq!(money(1_000, Some("JPY")), "1,000 JPY");
+        assert_eq!(money(1_234, Some("KWD")), "1.234 KWD");
+        assert_eq!(money(1_000_000, None), "1,000,000");
+        assert_eq!(
+            money(i64::MIN, Some("USD")),
+            "−92,233,720,368,547,758.08 USD"
+        );
+    }
 
     #[test]
     fn ages_read_at_a_glance() {

@@ -21,6 +21,8 @@ use pages::{
     event::EventPage,
     inbox::InboxPage,
     not_found::NotFound,
+    order::OrderPage,
+    search::SearchPage,
 };
 
 /// Inline, so the icon never costs a request or a 404 when `public/` was not deployed.
@@ -72,6 +74,8 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/inbox") view=InboxPage ssr=SsrMode::Async/>
                         <Route path=path!("/events") view=InboxPage ssr=SsrMode::Async/>
                         <Route path=path!("/events/:id") view=EventPage ssr=SsrMode::Async/>
+                        <Route path=path!("/orders/:id") view=OrderPage ssr=SsrMode::Async/>
+                        <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
                         <Route path=path!("/dlq") view=DlqPage ssr=SsrMode::Async/>
                         <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async/>
                         <Route path=path!("/change-password") view=ChangePasswordPage ssr=SsrMode::Async/>

@@ -1,9 +1,8 @@
 // Dead-letter triage in the browser: a viewer sees no buttons, an operator redrives an item
 // and sees the outcome; a bulk dry run says what would happen and changes nothing.
 import { expect, test, type APIRequestContext, type Page } from '@playwright/test';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { paymentIntentSucceeded, stripeSignature, uniqueSuffix } from './stripe';
+import { screenshot } from './screenshots';
 import { signIn } from './session';
 
 test.use({ baseURL: process.env.ONCEHOOK_E2E_URL });
@@ -29,16 +28,6 @@ async function openWithRow(page: Page, eventId: string) {
     await expect(row).toBeVisible({ timeout: 1_000 });
   }).toPass({ timeout: 15_000 });
   return row;
-}
-
-async function screenshot(page: Page, testInfo: import('@playwright/test').TestInfo, name: string) {
-  const path = testInfo.outputPath(`${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  await testInfo.attach(name, { path, contentType: 'image/png' });
-  if (process.env.ONCEHOOK_E2E_SCREENSHOTS) {
-    mkdirSync(process.env.ONCEHOOK_E2E_SCREENSHOTS, { recursive: true });
-    await page.screenshot({ path: join(process.env.ONCEHOOK_E2E_SCREENSHOTS, `${name}.png`), fullPage: true });
-  }
 }
 
 test.describe('without JavaScript', () => {

@@ -50,3 +50,43 @@ export function stripeSignature(body: string, secret = STRIPE_SECRET, t = Math.f
   const v1 = createHmac('sha256', secret).update(`${t}.${body}`).digest('hex');
   return `t=${t},v1=${v1}`;
 }
+
+/**
+ * A payment and its full refund as current Stripe API versions announce them:
+ * `payment_intent.succeeded`, then `charge.refunded` carrying only the running total
+ * (`amount_refunded`), no embedded refund list.
+ */
+export function paymentAndFullRefund(orderId: string): { payment: string; refund: string; chargeId: string } {
+  const now = Math.floor(Date.now() / 1000);
+  const suffix = uniqueSuffix();
+  const payment = JSON.parse(paymentIntentSucceeded(`evt_e2e_pay_${suffix}`, orderId));
+  const paymentIntent: string = payment.data.object.id;
+  const chargeId: string = payment.data.object.latest_charge;
+  const refund = {
+    id: `evt_e2e_refund_${suffix}`,
+    object: 'event',
+    api_version: '2024-06-20',
+    created: now + 1,
+    livemode: false,
+    pending_webhooks: 1,
+    request: { id: `req_${suffix}_r`, idempotency_key: null },
+    type: 'charge.refunded',
+    data: {
+      object: {
+        id: chargeId,
+        object: 'charge',
+        amount: 4200,
+        amount_captured: 4200,
+        amount_refunded: 4200,
+        captured: true,
+        currency: 'eur',
+        metadata: { order_id: orderId },
+        paid: true,
+        payment_intent: paymentIntent,
+        refunded: true,
+        status: 'succeeded',
+      },
+    },
+  };
+  return { payment: JSON.stringify(payment), refund: JSON.stringify(refund), chargeId };
+}

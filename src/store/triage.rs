@@ -53,3 +53,36 @@ pub async fn recent_redrives(db: &Db, limit: i64) -> anyhow::Result<Vec<RecentRe
         })
         .collect()
 }
+
+/// A real (not dry-run) redrive of one of an order's dead letters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OrderRedrive {
+    pub dead_letter_id: i64,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub outcome: String,
+    pub at: String,
+}
+
+/// The redrives of an order's dead letters, oldest first.
+pub async fn redrives_of_order(db: &Db, order_id: &str) -> anyhow::Result<Vec<OrderRedrive>> {
+    let rows = sqlx::query(
+        "SELECT r.dead_letter_id, r.actor, r.reason, r.outcome, r.at \
+         FROM redrives r JOIN dead_letters d ON d.id = r.dead_letter_id \
+         WHERE d.order_id = $1 AND r.dry_run = 0 ORDER BY r.id",
+    )
+    .bind(order_id)
+    .fetch_all(db.reader())
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(OrderRedrive {
+                dead_letter_id: r.try_get(0)?,
+                actor: r.try_get(1)?,
+                reason: r.try_get(2)?,
+                outcome: r.try_get(3)?,
+                at: rfc3339(r.try_get(4)?),
+            })
+        })
+        .collect()
+}

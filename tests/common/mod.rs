@@ -211,7 +211,45 @@ pub struct TestApp {
     pub http: reqwest::Client,
 }
 
+/// The password `TestApp::sign_in` gives the users it creates.
+pub const TEST_PASSWORD: &str = "a long passphrase 1";
+
 impl TestApp {
+    /// Creates a user with `role` and signs it in over HTTP as a browser's form does;
+    /// returns the session cookie (`name=value`) to send with later requests.
+    pub async fn sign_in(&self, name: &str, role: app::backend::Role) -> String {
+        let passwords = oncehook::auth::password::Passwords::new(1).await.unwrap();
+        oncehook::auth::admin::add_user(&self.db, &passwords, name, TEST_PASSWORD, role, "test")
+            .await
+            .unwrap();
+        let response = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .post(format!("{}/auth/sign-in", self.url))
+            .header("Origin", &self.url)
+            .header("Sec-Fetch-Site", "same-origin")
+            .form(&[
+                ("username", name),
+                ("password", TEST_PASSWORD),
+                ("next", "/"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 303, "sign-in of {name}");
+        let prefix = format!("{}=", oncehook::auth::SESSION_COOKIE);
+        response
+            .headers()
+            .get_all(reqwest::header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|c| c.starts_with(&prefix))
+            .and_then(|c| c.split(';').next())
+            .expect("a session cookie")
+            .to_string()
+    }
+
     /// The server with its processor and relay OFF: tests drive them step by step.
     pub async fn spawn(kind: Kind) -> TestApp {
         Self::spawn_with(kind, |s| {

@@ -3,3 +3,5 @@ pub mod dlq;
 pub mod event;
 pub mod inbox;
 pub mod not_found;
+pub mod order;
+pub mod search;

@@ -1,12 +1,14 @@
 //! The dashboard's port implemented over the store.
 
+mod order;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use app::backend::{
     AdminBackend, DeadLetterGroup, DeadLetterView, DeliveryView, DlqPage, DlqQuery, EventDetail,
-    InboxEventView, InboxPage, InboxQuery, Principal, RedriveOutcome, RedrivePreview, RedriveView,
-    Role,
+    InboxEventView, InboxPage, InboxQuery, OrderDetail, Principal, RedriveOutcome, RedrivePreview,
+    RedriveView, Role, SearchHit,
 };
 use app::error::AppError;
 
@@ -225,6 +227,25 @@ impl AdminBackend for StoreBackend {
             errors,
             dead_letters: row.dead_letters,
         })
+    }
+
+    async fn order_detail(&self, order_id: &str) -> Result<OrderDetail, AppError> {
+        order::order_detail(&self.db, order_id)
+            .await
+            .map_err(backend_error("reading the order"))?
+            .ok_or(AppError::NotFound)
+    }
+
+    async fn search(&self, text: &str) -> Result<SearchHit, AppError> {
+        // An id is one token; anything longer than any id is not one.
+        let text: String = text.chars().filter(|c| !c.is_control()).collect();
+        let text = text.trim();
+        if text.is_empty() || text.len() > 255 {
+            return Ok(SearchHit::Nothing);
+        }
+        order::search(&self.db, &self.providers.names(), text)
+            .await
+            .map_err(backend_error("searching"))
     }
 
     async fn raw_body(&self, id: i64) -> Result<(String, String, Vec<u8>), AppError> {

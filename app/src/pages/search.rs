@@ -1,0 +1,46 @@
+//! `/search?q=…`: the top bar's search box posts here. A hit redirects to its order (or
+//! event) while the server renders, so without JavaScript it is one request; this page is
+//! what a person sees only when nothing matched.
+
+use crate::api::search;
+use crate::backend::SearchHit;
+use crate::components::ErrorPanel;
+use leptos::either::EitherOf3;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+#[component]
+pub fn SearchPage() -> impl IntoView {
+    let query = use_query_map();
+    let text = Memo::new(move |_| query.with(|q| q.get("q").unwrap_or_default()));
+    let hit = Resource::new(move || text.get(), search);
+    view! {
+        <Title text="Search"/>
+        <Transition fallback=|| view! { <p class="loading">"Searching…"</p> }>
+            {move || Suspend::new(async move {
+                let searched = text.get_untracked();
+                match hit.await {
+                    Ok(SearchHit::Nothing) => EitherOf3::A(view! {
+                        <section class="panel" id="search-nothing">
+                            <h1>"Nothing found"</h1>
+                            <p>
+                                {if searched.trim().is_empty() {
+                                    "Type an order id, an event id (evt_…), a payment intent (pi_…), a charge (ch_…), a refund (re_…) or a dispute (dp_…).".to_string()
+                                } else {
+                                    format!("No order, event or provider reference is called “{}”. Ids are matched exactly.", searched.trim())
+                                }}
+                            </p>
+                        </section>
+                    }),
+                    Ok(found) => EitherOf3::B(view! {
+                        <p class="loading">
+                            <a id="search-hit" href=found.href().unwrap_or_default()>"Open what was found"</a>
+                        </p>
+                    }),
+                    Err(error) => EitherOf3::C(view! { <ErrorPanel error/> }),
+                }
+            })}
+        </Transition>
+    }
+}

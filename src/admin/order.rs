@@ -1,0 +1,278 @@
+//! The order page's data: `read::order_view` turned into one chronological story, and the
+//! search that finds an order from any id a person may hold.
+
+use app::backend::{OrderDetail, OrderResourceView, SearchHit, TimelineEntry};
+use sqlx::Row;
+
+use crate::store::dead_letters::{self, DeadLetter, DeadLetterFilter};
+use crate::store::read::{order_view, OrderView};
+use crate::store::triage::{self, OrderRedrive};
+use crate::store::{now_ms, Db};
+
+/// Dead letters an order page lists (an order with more has a bigger problem than a page).
+const ORDER_DEAD_LETTERS: i64 = 200;
+
+pub async fn order_detail(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderDetail>> {
+    let Some(view) = order_view(db, order_id).await? else {
+        return Ok(None);
+    };
+    let dead = dead_letters::list(
+        db,
+        &DeadLetterFilter {
+            order_id: Some(order_id.to_string()),
+            // No status: a resolved or redriven dead letter is part of the story too.
+            status: None,
+            limit: ORDER_DEAD_LETTERS,
+            ..Default::default()
+        },
+        now_ms(),
+    )
+    .await?;
+    let redrives = triage::redrives_of_order(db, order_id).await?;
+    Ok(Some(detail(view, &dead, &redrives)))
+}
+
+/// The page's view of an order; pure, so the story's order and wording are unit-tested.
+pub fn detail(view: OrderView, dead: &[DeadLetter], redrives: &[OrderRedrive]) -> OrderDetail {
+    let timeline = timeline(&view, dead, redrives);
+    OrderDetail {
+        resources: view
+            .facts
+            .iter()
+            .map(|f| OrderResourceView {
+                kind: f.kind.clone(),
+                resource_id: f.resource_id.clone(),
+                parent_ref: f.parent_ref.clone(),
+                state: f.state.clone(),
+                amount: f.amount,
+                at: f.at.clone(),
+                event_id: f.event_id.clone(),
+            })
+            .collect(),
+        timeline,
+        order_id: view.order_id,
+        status: view.status,
+        why: view.why,
+        currency: view.currency,
+        amount_paid: view.amount_paid,
+        amount_refunded: view.amount_refunded,
+        amount_disputed: view.amount_disputed,
+        net: view.net,
+        attention: view.attention,
+        created_at: view.created_at,
+        updated_at: view.updated_at,
+    }
+}
+
+fn entry(at: &str, kind: &str, title: String) -> TimelineEntry {
+    TimelineEntry {
+        at: at.to_string(),
+        kind: kind.to_string(),
+        title,
+        detail: None,
+        href: None,
+        status: None,
+    }
+}
+
+fn minor(amount: Option<i64>, currency: Option<&str>) -> String {
+    match (amount, currency) {
+        (Some(a), Some(c)) => format!(" of {}", app::format::money(a, Some(c))),
+        (Some(a), None) => format!(" of {a} (minor units)"),
+        _ => String::new(),
+    }
+}
+
+/// Deliveries, processing, money, stale events, outbox messages, dead letters and
+/// redrives, oldest first. Entries at the same instant keep that causal order.
+fn timeline(
+    view: &OrderView,
+    dead: &[DeadLetter],
+    redrives: &[OrderRedrive],
+) -> Vec<TimelineEntry> {
+    let inbox_id = |provider: &str, event_id: &str| {
+        view.events
+            .iter()
+            .find(|e| e.provider == provider && e.event_id == event_id)
+            .map(|e| format!("/events/{}", e.id))
+    };
+    let mut story = Vec::new();
+    for d in &view.deliveries {
+        let event_type = view
+            .events
+            .iter()
+            .find(|e| e.provider == d.provider && e.event_id == d.event_id)
+            .and_then(|e| e.event_type.clone())
+            .unwrap_or_else(|| "event".into());
+        let mut e = if d.duplicate {
+            let mut e = entry(
+                &d.received_at,
+                "redelivery",
+                format!("{} {} delivered again", event_type, d.event_id),
+            );
+            e.detail = Some(format!(
+                "A duplicate: nothing was done (correlation id {}).",
+                d.correlation_id
+            ));
+            e
+        } else {
+            let mut e = entry(
+                &d.received_at,
+                "delivery",
+                format!("{} {} received from {}", event_type, d.event_id, d.provider),
+            );
+            e.detail = Some(format!("Correlation id {}.", d.correlation_id));
+            e
+        };
+        e.href = inbox_id(&d.provider, &d.event_id);
+        story.push(e);
+    }
+    for ev in &view.events {
+        let Some(at) = &ev.processed_at else {
+            let mut e = entry(
+                &ev.received_at,
+                "processed",
+                format!("{} waiting to be processed", ev.event_id),
+            );
+            e.status = Some(ev.status.clone());
+            e.href = Some(format!("/events/{}", ev.id));
+            story.push(e);
+            continue;
+        };
+        let mut e = entry(at, "processed", format!("{} processed", ev.event_id));
+        e.status = Some(ev.status.clone());
+        e.detail = ev.reason.clone();
+        e.href = Some(format!("/events/{}", ev.id));
+        story.push(e);
+    }
+    for l in &view.ledger {
+        let currency = l.currency.as_deref().or(view.currency.as_deref());
+        let counted = app::format::money(l.counted, currency);
+        let mut e = entry(
+            &l.recorded_at,
+            "money",
+            format!(
+                "{} {}{} counted: {counted}",
+                l.entry.replace('_', " "),
+                l.external_ref,
+                minor(l.amount, currency)
+            ),
+        );
+        e.detail = Some(format!(
+            "From {} (happened {}); the order became {}.",
+            l.event_id, l.occurred_at, l.status_after
+        ));
+        e.href = inbox_id(&l.provider, &l.event_id);
+        story.push(e);
+    }
+    for s in &view.stale_events {
+        let currency = s.currency.as_deref().or(view.currency.as_deref());
+        let mut e = entry(
+            &s.recorded_at,
+            "stale",
+            format!(
+                "{} {}{} changed nothing",
+                s.transition.replace('_', " "),
+                s.event_id,
+                minor(s.amount, currency)
+            ),
+        );
+        e.status = Some(s.kind.clone());
+        e.detail = Some(format!(
+            "{} (happened {}; the order stayed {}).",
+            s.reason, s.occurred_at, s.order_status
+        ));
+        e.href = inbox_id(&s.provider, &s.event_id);
+        story.push(e);
+    }
+    for o in &view.outbox {
+        let mut e = entry(
+            &o.created_at,
+            "outbox",
+            format!("message {} to {}", o.topic, o.sink),
+        );
+        e.status = Some(o.status.clone());
+        e.detail = Some(match &o.delivered_at {
+            Some(at) => format!(
+                "Delivered {at} after {} attempt(s); idempotency key {}.",
+                o.attempts, o.idempotency_key
+            ),
+            None => format!(
+                "{} attempt(s) so far; idempotency key {}.",
+                o.attempts, o.idempotency_key
+            ),
+        });
+        story.push(e);
+    }
+    for d in dead {
+        let mut e = entry(
+            &d.first_attempt_at,
+            "dead-letter",
+            format!(
+                "dead letter #{} ({} stage, {}): {}",
+                d.id, d.stage, d.error_class, d.last_error
+            ),
+        );
+        e.status = Some(d.status.clone());
+        e.detail = Some(format!(
+            "{} attempt(s); to be dealt with by {}.",
+            d.attempts, d.resolve_by
+        ));
+        e.href = Some(format!("/dlq?id={}&status={}", d.id, d.status));
+        story.push(e);
+    }
+    for r in redrives {
+        let mut e = entry(
+            &r.at,
+            "redrive",
+            format!("dead letter #{} redriven by {}", r.dead_letter_id, r.actor),
+        );
+        e.detail = Some(match &r.reason {
+            Some(reason) => format!("{} (reason: {reason})", r.outcome),
+            None => r.outcome.clone(),
+        });
+        story.push(e);
+    }
+    // Stable: entries of one instant stay in the causal order they were pushed in.
+    story.sort_by(|a, b| a.at.cmp(&b.at));
+    story
+}
+
+/// An order id, an event id, or a provider reference an event named (payment intent,
+/// charge, refund, dispute), matched exactly. `providers` are the configured ones, so each
+/// lookup uses the `(provider, …)` unique indexes.
+pub async fn search(db: &Db, providers: &[String], text: &str) -> anyhow::Result<SearchHit> {
+    let pool = db.reader();
+    if let Some(order) = sqlx::query("SELECT order_id FROM orders WHERE order_id = $1")
+        .bind(text)
+        .fetch_optional(pool)
+        .await?
+    {
+        return Ok(SearchHit::Order(order.try_get(0)?));
+    }
+    for provider in providers {
+        if let Some(row) =
+            sqlx::query("SELECT order_id FROM payment_refs WHERE provider = $1 AND reference = $2")
+                .bind(provider)
+                .bind(text)
+                .fetch_optional(pool)
+                .await?
+        {
+            return Ok(SearchHit::Order(row.try_get(0)?));
+        }
+        if let Some(row) = sqlx::query(
+            "SELECT id, order_id FROM inbox_events WHERE provider = $1 AND event_id = $2",
+        )
+        .bind(provider)
+        .bind(text)
+        .fetch_optional(pool)
+        .await?
+        {
+            return Ok(match row.try_get::<Option<String>, _>(1)? {
+                Some(order) => SearchHit::Order(order),
+                None => SearchHit::Event(row.try_get(0)?),
+            });
+        }
+    }
+    Ok(SearchHit::Nothing)
+}
