@@ -28,6 +28,9 @@ pub struct Recovery {
     pub healthy_secs: f64,
     /// From the restart until nothing waits: every acknowledged event applied.
     pub applied_secs: f64,
+    /// Peak resident memory of the server process that was killed (VmHWM), KiB: the
+    /// server alone, in its own process, under the burst.
+    pub killed_server_hwm_kb: u64,
     /// Every acknowledged event applied, one effect per applied event.
     pub ok: bool,
     pub check: String,
@@ -141,6 +144,7 @@ pub async fn crash_and_restart(
     {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    let killed_server_hwm_kb = super::sys::memory_of(&child.id().to_string()).hwm_kb;
     child.kill().context("SIGKILL")?;
     child.wait()?;
     for sender in senders {
@@ -196,6 +200,7 @@ pub async fn crash_and_restart(
         waiting_at_kill,
         healthy_secs,
         applied_secs,
+        killed_server_hwm_kb,
         ok,
         check: format!(
             "{} acknowledged, {unapplied} not applied; {applied} applied rows, {effects} effects",

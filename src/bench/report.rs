@@ -395,6 +395,13 @@ fn render_db(o: &mut String, r: &DbResults) {
         "| peak RSS while the server ran | {} | | | | VmRSS sampled every 50 ms; includes the load generator |",
         mib(r.rss_peak_kb)
     );
+    if let Some(c) = &r.recovery {
+        let _ = writeln!(
+            o,
+            "| peak RSS of the server alone (its own process, 8 senders, processor on) | {} | | | | VmHWM of `oncehook serve` just before the kill -9 |",
+            mib(c.killed_server_hwm_kb)
+        );
+    }
 }
 
 fn ceiling_row(o: &mut String, db: Kind, c: &Ceiling) {

@@ -17,7 +17,12 @@ pub struct Memory {
 }
 
 pub fn memory() -> Memory {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    memory_of("self")
+}
+
+/// Resident memory of another process (`pid`), e.g. a server started as a child.
+pub fn memory_of(pid: &str) -> Memory {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
             .lines()
