@@ -9,6 +9,7 @@ pub mod domain;
 pub mod failure;
 pub mod ingest;
 pub mod mapping;
+pub mod metrics;
 pub mod processor;
 pub mod redrive;
 pub mod relay;

@@ -38,6 +38,8 @@ struct AfterCommit {
     /// Outbox rows were written: wake the relay.
     applied: bool,
     dead_letters: Vec<DeadLetterAlert>,
+    /// (outcome, received_at) of each event handled, for the metrics once committed.
+    processed: Vec<(&'static str, i64)>,
 }
 
 /// What happened to one claimed event; tests and logs read it.
@@ -136,6 +138,10 @@ impl Processor {
         for alert in after.dead_letters {
             self.alerter.dead_lettered(alert);
         }
+        let now = now_ms();
+        for (outcome, received_at) in after.processed {
+            crate::metrics::processed(outcome, received_at, now);
+        }
         Ok(())
     }
 
@@ -166,6 +172,11 @@ impl Processor {
             attempt = claim.attempt,
         );
         let handled = self.handle(conn, claim, after).instrument(span).await;
+        match &handled {
+            Handled::Filed(filed) => after.processed.push((filed.as_str(), claim.received_at)),
+            Handled::RetryLater(_) => after.processed.push(("retry", claim.received_at)),
+            Handled::Fenced => {}
+        }
         // Stale and refused events may write outbox rows too (new money, a status change).
         after.applied |= matches!(
             handled,

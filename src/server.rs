@@ -87,6 +87,8 @@ async fn shutdown_signal() {
 /// Connects, migrates, binds and starts every enabled part.
 pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     check_listeners(&settings)?;
+    // Before anything is received, so no count is lost to the facade's no-op recorder.
+    crate::metrics::handle();
     let db = Db::connect(&settings.database_url).await?;
     db.migrate().await?;
     // Claims a stopped instance left behind are released before our workers start.

@@ -95,6 +95,20 @@ impl Relay {
     }
 
     async fn deliver(&self, item: &OutboxItem) -> Delivered {
+        let delivered = self.try_deliver_logged(item).await;
+        crate::metrics::relayed(
+            &item.sink,
+            match delivered {
+                Delivered::Delivered => "delivered",
+                Delivered::RetryLater { .. } => "retry",
+                Delivered::DeadLettered => "dead",
+                Delivered::Fenced => "fenced",
+            },
+        );
+        delivered
+    }
+
+    async fn try_deliver_logged(&self, item: &OutboxItem) -> Delivered {
         match self.try_deliver(item).await {
             Ok(d) => d,
             Err(error) => {

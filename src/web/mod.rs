@@ -23,7 +23,7 @@ pub struct WebParts {
 }
 
 pub fn router(parts: WebParts) -> Router {
-    let mut router = Router::new().route("/healthz", get(health).with_state(parts.db));
+    let mut router = Router::new().route("/healthz", get(health).with_state(parts.db.clone()));
     if let Some(state) = parts.webhooks {
         router = router.route(
             "/webhooks/{provider}",
@@ -35,6 +35,11 @@ pub fn router(parts: WebParts) -> Router {
                 ))
                 .with_state(state),
         );
+    }
+    if parts.dashboard.is_some() {
+        // With the dashboard on the admin listener, outside its sign-in: scrapers have no
+        // session. It shows counts and ages, never payloads or ids.
+        router = router.route("/metrics", get(metrics).with_state(parts.db.clone()));
     }
     if let Some((backend, site_root)) = parts.dashboard {
         let dashboard = dashboard::dashboard_router(backend, site_root);
@@ -116,6 +121,35 @@ async fn refuse_announced_oversize(
         return response;
     }
     next.run(request).await
+}
+
+/// Prometheus exposition of this process's counters and the database's backlog gauges.
+async fn metrics(State(db): State<Db>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let Some(handle) = crate::metrics::handle() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics recorder not installed",
+        )
+            .into_response();
+    };
+    match crate::metrics::render(&handle, &db).await {
+        Ok(text) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "metrics: database gauges unavailable"
+            );
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
+        }
+    }
 }
 
 /// 200 when the database answers, 503 when it does not (load balancers take us out).

@@ -95,6 +95,7 @@ async fn receive_inner(
 ) -> Response {
     let Some(provider) = state.providers.get(&provider_name) else {
         warn!("unknown provider");
+        crate::metrics::receipt("unknown", "unknown_provider");
         return error(
             StatusCode::BAD_REQUEST,
             &correlation_id,
@@ -108,6 +109,7 @@ async fn receive_inner(
         Ok(body) => body,
         Err(rejection) => {
             warn!(status = rejection.status().as_u16(), "body rejected");
+            crate::metrics::receipt(&provider_name, "rejected");
             return error(rejection.status(), &correlation_id, rejection.body_text());
         }
     };
@@ -116,6 +118,7 @@ async fn receive_inner(
         Ok(v) => v,
         Err(e) => {
             warn!(reason = %e, "signature check failed");
+            crate::metrics::receipt(&provider_name, "signature_failed");
             return error(
                 e.status(),
                 &correlation_id,
@@ -145,6 +148,10 @@ async fn receive_inner(
     match state.ingestor.submit(receipt).await {
         Ok(stored) => {
             let duplicate = stored == Stored::Duplicate;
+            crate::metrics::receipt(
+                &provider_name,
+                if duplicate { "duplicate" } else { "accepted" },
+            );
             info!(%event_id, event_type = envelope.event_type.as_deref().unwrap_or("-"), duplicate, "accepted");
             answer(
                 StatusCode::OK,
@@ -160,6 +167,7 @@ async fn receive_inner(
         }
         Err(e) => {
             warn!(%event_id, "not committed: answering 503");
+            crate::metrics::receipt(&provider_name, "unavailable");
             let mut response = error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &correlation_id,

@@ -1,0 +1,173 @@
+//! Prometheus metrics (`/metrics` on the admin listener). Counters and the latency
+//! histogram are recorded where things happen (receiver, processor after its commit,
+//! relay) through the `metrics` facade; backlog and dead-letter gauges are read from the
+//! database at scrape time, so they are right even for work other instances did.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use sqlx::Row;
+
+use crate::store::{now_ms, triage, Db};
+
+/// Receipt to effect, seconds: from a few milliseconds (an idle processor) to minutes (a
+/// backlog, retries).
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+const PROCESSING_LATENCY: &str = "oncehook_processing_latency_seconds";
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The process's Prometheus recorder, installed on first use. `None` when another global
+/// recorder was installed first (then the facade's calls go there, and `/metrics` says so).
+pub fn handle() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let installed = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(PROCESSING_LATENCY.into()), &LATENCY_BUCKETS)
+                .and_then(PrometheusBuilder::install_recorder);
+            match installed {
+                Ok(handle) => {
+                    describe();
+                    let upkeep = handle.clone();
+                    // Histogram samples are folded into their buckets here, not per scrape.
+                    std::thread::Builder::new()
+                        .name("metrics-upkeep".into())
+                        .spawn(move || loop {
+                            std::thread::sleep(Duration::from_secs(5));
+                            upkeep.run_upkeep();
+                        })
+                        .ok();
+                    Some(handle)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "metrics recorder not installed; /metrics is empty");
+                    None
+                }
+            }
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        "oncehook_webhook_receipts_total",
+        "Webhook requests by provider and outcome (accepted, duplicate, signature_failed, rejected, unavailable, unknown_provider)"
+    );
+    describe_counter!(
+        "oncehook_webhook_duplicates_total",
+        "Redeliveries of an event already stored (acknowledged, nothing done)"
+    );
+    describe_counter!(
+        "oncehook_signature_failures_total",
+        "Requests refused by the signature check"
+    );
+    describe_counter!(
+        "oncehook_events_processed_total",
+        "Events filed by the processor, by outcome (applied, duplicate, stale, refused, ignored, dead, retry)"
+    );
+    describe_histogram!(
+        PROCESSING_LATENCY,
+        Unit::Seconds,
+        "From receipt to the event being filed (applied, duplicate, stale, ignored or dead)"
+    );
+    describe_counter!(
+        "oncehook_relay_deliveries_total",
+        "Outbox delivery attempts by sink and outcome (delivered, retry, dead, fenced)"
+    );
+    describe_gauge!(
+        "oncehook_inbox_backlog",
+        "Events waiting to be processed (pending or claimed)"
+    );
+    describe_gauge!(
+        "oncehook_inbox_oldest_waiting_age_seconds",
+        Unit::Seconds,
+        "Age of the oldest event waiting to be processed (0 when none)"
+    );
+    describe_gauge!(
+        "oncehook_outbox_backlog",
+        "Outbox messages waiting to be delivered"
+    );
+    describe_gauge!(
+        "oncehook_outbox_oldest_waiting_age_seconds",
+        Unit::Seconds,
+        "Age of the oldest outbox message waiting (0 when none)"
+    );
+    describe_gauge!("oncehook_dead_letters_open", "Open dead letters");
+    describe_gauge!(
+        "oncehook_dead_letters_oldest_open_age_seconds",
+        Unit::Seconds,
+        "Age of the oldest open dead letter (0 when none)"
+    );
+}
+
+/// A webhook request's outcome. `provider` must be a configured name or `"unknown"`: label
+/// values come from a fixed set, never from the request.
+pub fn receipt(provider: &str, outcome: &'static str) {
+    counter!("oncehook_webhook_receipts_total", "provider" => provider.to_string(), "outcome" => outcome)
+        .increment(1);
+    match outcome {
+        "duplicate" => {
+            counter!("oncehook_webhook_duplicates_total", "provider" => provider.to_string())
+                .increment(1)
+        }
+        "signature_failed" => {
+            counter!("oncehook_signature_failures_total", "provider" => provider.to_string())
+                .increment(1)
+        }
+        _ => {}
+    }
+}
+
+/// An event filed by the processor (recorded after its transaction committed).
+pub fn processed(outcome: &'static str, received_at_ms: i64, now: i64) {
+    counter!("oncehook_events_processed_total", "outcome" => outcome).increment(1);
+    if outcome != "retry" {
+        let secs = (now - received_at_ms).max(0) as f64 / 1000.0;
+        histogram!(PROCESSING_LATENCY).record(secs);
+    }
+}
+
+/// One outbox delivery attempt's outcome.
+pub fn relayed(sink: &str, outcome: &'static str) {
+    counter!("oncehook_relay_deliveries_total", "sink" => sink.to_string(), "outcome" => outcome)
+        .increment(1);
+}
+
+/// Count and oldest timestamp (Unix ms) of the rows a query selects.
+async fn backlog(db: &Db, sql: &str) -> anyhow::Result<(i64, Option<i64>)> {
+    let row = sqlx::query(sql).fetch_one(db.reader()).await?;
+    Ok((row.try_get(0)?, row.try_get(1)?))
+}
+
+fn age_secs(oldest_ms: Option<i64>, now: i64) -> f64 {
+    oldest_ms.map_or(0.0, |t| (now - t).max(0) as f64 / 1000.0)
+}
+
+/// The exposition text: the database gauges are read now, then everything is rendered.
+pub async fn render(handle: &PrometheusHandle, db: &Db) -> anyhow::Result<String> {
+    let now = now_ms();
+    let (inbox, inbox_oldest) = backlog(
+        db,
+        "SELECT COUNT(*), MIN(received_at) FROM inbox_events \
+         WHERE status IN ('pending', 'processing')",
+    )
+    .await?;
+    let (outbox, outbox_oldest) = backlog(
+        db,
+        "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE status IN ('pending', 'delivering')",
+    )
+    .await?;
+    let (open, oldest_open) = triage::open_stats(db).await?;
+    gauge!("oncehook_inbox_backlog").set(inbox as f64);
+    gauge!("oncehook_inbox_oldest_waiting_age_seconds").set(age_secs(inbox_oldest, now));
+    gauge!("oncehook_outbox_backlog").set(outbox as f64);
+    gauge!("oncehook_outbox_oldest_waiting_age_seconds").set(age_secs(outbox_oldest, now));
+    gauge!("oncehook_dead_letters_open").set(open as f64);
+    gauge!("oncehook_dead_letters_oldest_open_age_seconds").set(age_secs(oldest_open, now));
+    Ok(handle.render())
+}
