@@ -14,10 +14,9 @@ use common::fixtures::*;
 use common::{snapshot, Kind, TestApp};
 use leptos::server_fn::ServerFn;
 use oncehook::admin::StoreBackend;
-use oncehook::auth::{admin, password::Passwords, SESSION_COOKIE};
 use oncehook::config::Providers;
 use oncehook::store::users;
-use reqwest::header::{COOKIE, SET_COOKIE};
+use reqwest::header::COOKIE;
 use reqwest::StatusCode;
 
 both!(
@@ -29,8 +28,6 @@ both!(
     event_page_shows_deliveries_the_effect_and_the_byte_exact_body,
     inbox_filters_live_in_the_url_and_pages_by_keyset,
 );
-
-const PASSWORD: &str = "a long passphrase 1";
 
 async fn app(kind: Kind) -> TestApp {
     TestApp::spawn_with(kind, |s| {
@@ -122,33 +119,6 @@ fn client() -> reqwest::Client {
         .unwrap()
 }
 
-/// Adds a user with `role` and signs in through the form; returns the session cookie.
-async fn signed_in(app: &TestApp, name: &str, role: Role) -> String {
-    let passwords = Passwords::new(1).await.unwrap();
-    admin::add_user(&app.db, &passwords, name, PASSWORD, role, "test")
-        .await
-        .unwrap();
-    let response = client()
-        .post(format!("{}/auth/sign-in", app.url))
-        .header("Origin", &app.url)
-        .form(&[("username", name), ("password", PASSWORD)])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::SEE_OTHER);
-    response
-        .headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .map(|v| v.to_str().unwrap())
-        .find(|c| c.starts_with(SESSION_COOKIE))
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string()
-}
-
 /// Posts a server function the way a form does (urlencoded), as a script would (no
 /// Referer, so no redirect: the answer is the function's own).
 async fn post_server_fn(
@@ -184,7 +154,7 @@ async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
     let event = orphan_refund(&app, 1).await;
     process_through_retries(&app).await;
     let id = dead_letter_id(&app, &event).await;
-    let viewer = signed_in(&app, "vera", Role::Viewer).await;
+    let viewer = app.sign_in("vera", Role::Viewer).await;
 
     // The page shows no redrive button to a viewer…
     let html = client()
@@ -244,7 +214,7 @@ async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
     let (status, _) = post_server_fn(&app, RedriveDeadLetters::PATH, "", &[("id", &id_text)]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     // A cross-site POST with the operator's cookie is refused before any of it.
-    let operator = signed_in(&app, "otto", Role::Operator).await;
+    let operator = app.sign_in("otto", Role::Operator).await;
     let response = client()
         .post(format!("{}{}", app.url, RedriveDeadLetters::PATH))
         .header(COOKIE, &operator)
@@ -276,7 +246,7 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
     .await;
     app.process().await;
 
-    let operator = signed_in(&app, "otto", Role::Operator).await;
+    let operator = app.sign_in("otto", Role::Operator).await;
     let (status, body) = post_server_fn(
         &app,
         RedriveDeadLetters::PATH,
@@ -584,7 +554,7 @@ async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Ki
     ));
 
     // Over HTTP: the page, and the original bytes as a download, for a signed-in viewer only.
-    let viewer = signed_in(&app, "vera", Role::Viewer).await;
+    let viewer = app.sign_in("vera", Role::Viewer).await;
     let page = client()
         .get(format!("{}/events/{pay_id}", app.url))
         .header(COOKIE, &viewer)
@@ -688,7 +658,7 @@ async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
     assert_eq!(all.events.len(), 6);
 
     // The page reads the same filters from its URL.
-    let viewer = signed_in(&app, "vera", Role::Viewer).await;
+    let viewer = app.sign_in("vera", Role::Viewer).await;
     let html = client()
         .get(format!("{}/events?order=order-b", app.url))
         .header(COOKIE, &viewer)

@@ -7,45 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Kind, TestApp};
-use oncehook::auth::{admin, password::Passwords, SESSION_COOKIE};
 use proptest::prelude::*;
-
-async fn viewer_cookie(app: &TestApp) -> String {
-    let passwords = Passwords::new(1).await.unwrap();
-    admin::add_user(
-        &app.db,
-        &passwords,
-        "fuzz",
-        "a long passphrase 1",
-        app::backend::Role::Operator,
-        "test",
-    )
-    .await
-    .unwrap();
-    let response = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-        .post(format!("{}/auth/sign-in", app.url))
-        .header("Origin", &app.url)
-        .header("Sec-Fetch-Site", "same-origin")
-        .form(&[
-            ("username", "fuzz"),
-            ("password", "a long passphrase 1"),
-            ("next", "/"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    response
-        .headers()
-        .get_all(reqwest::header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with(&format!("{SESSION_COOKIE}=")))
-        .map(|c| c.split(';').next().unwrap().to_string())
-        .expect("a session cookie")
-}
 
 /// Any bytes, percent-encoded, or plain text with the characters that trouble parsers.
 fn arb_value() -> impl Strategy<Value = String> {
@@ -75,7 +37,7 @@ fn fuzz(kind: Kind) {
             s.outbox.relay.enabled = false;
         })
         .await;
-        let cookie = viewer_cookie(&app).await;
+        let cookie = app.sign_in("fuzz", app::backend::Role::Operator).await;
         (app, cookie)
     });
     let http = reqwest::Client::builder()

@@ -9,46 +9,6 @@ use std::time::{Duration, Instant};
 use common::fixtures::*;
 use common::{Kind, TestApp, TestDb, WriteLock, STRIPE_SECRET};
 
-/// Adds a viewer and signs in at `base`; the session cookie to send with page requests.
-async fn viewer_cookie(app: &TestApp, base: &str) -> String {
-    use oncehook::auth::{admin, password::Passwords, SESSION_COOKIE};
-    let passwords = Passwords::new(1).await.unwrap();
-    let user = format!("viewer{}", uuid::Uuid::new_v4().simple());
-    admin::add_user(
-        &app.db,
-        &passwords,
-        &user,
-        "a long passphrase 1",
-        app::backend::Role::Viewer,
-        "test",
-    )
-    .await
-    .unwrap();
-    let response = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-        .post(format!("{base}/auth/sign-in"))
-        .header("Origin", base)
-        .header("Sec-Fetch-Site", "same-origin")
-        .form(&[
-            ("username", user.as_str()),
-            ("password", "a long passphrase 1"),
-            ("next", "/"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    response
-        .headers()
-        .get_all(reqwest::header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with(&format!("{SESSION_COOKIE}=")))
-        .map(|c| c.split(';').next().unwrap().to_string())
-        .expect("a session cookie")
-}
-
 both!(
     json_logs_are_one_object_per_line_even_for_forged_provider_names,
     a_slow_header_client_is_cut_off,
@@ -373,7 +333,9 @@ async fn admin_listen_serves_the_dashboard_apart_from_webhooks(kind: Kind) {
         "nothing stored through the admin address"
     );
     // The dashboard on the admin address, not on `listen`.
-    let cookie = viewer_cookie(&app, &admin).await;
+    let cookie = app
+        .sign_in_at(&admin, "vera", app::backend::Role::Viewer)
+        .await;
     let page = app
         .http
         .get(format!("{admin}/"))
@@ -422,7 +384,7 @@ async fn dashboard_reads_cannot_starve_ingest(kind: Kind) {
 async fn every_page_carries_security_headers_and_scripts_carry_the_csp_nonce(kind: Kind) {
     let app = TestApp::spawn(kind).await;
     assert_eq!(post_payment(&app.http, &app.url, 1).await.unwrap(), 200);
-    let cookie = viewer_cookie(&app, &app.url).await;
+    let cookie = app.sign_in("vera", app::backend::Role::Viewer).await;
     let mut nonces = Vec::new();
     for path in ["/", "/no-such-page", "/webhooks/stripe", "/healthz"] {
         let r = app

@@ -218,6 +218,11 @@ impl TestApp {
     /// Creates a user with `role` and signs it in over HTTP as a browser's form does;
     /// returns the session cookie (`name=value`) to send with later requests.
     pub async fn sign_in(&self, name: &str, role: app::backend::Role) -> String {
+        self.sign_in_at(&self.url.clone(), name, role).await
+    }
+
+    /// The same at another address of this server (the admin listener).
+    pub async fn sign_in_at(&self, base: &str, name: &str, role: app::backend::Role) -> String {
         let passwords = oncehook::auth::password::Passwords::new(1).await.unwrap();
         oncehook::auth::admin::add_user(&self.db, &passwords, name, TEST_PASSWORD, role, "test")
             .await
@@ -226,8 +231,8 @@ impl TestApp {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap()
-            .post(format!("{}/auth/sign-in", self.url))
-            .header("Origin", &self.url)
+            .post(format!("{base}/auth/sign-in"))
+            .header("Origin", base)
             .header("Sec-Fetch-Site", "same-origin")
             .form(&[
                 ("username", name),
