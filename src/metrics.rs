@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use sqlx::Row;
 
 use crate::store::{now_ms, triage, Db};
 
@@ -138,12 +137,6 @@ pub fn relayed(sink: &str, outcome: &'static str) {
         .increment(1);
 }
 
-/// Count and oldest timestamp (Unix ms) of the rows a query selects.
-async fn backlog(db: &Db, sql: &str) -> anyhow::Result<(i64, Option<i64>)> {
-    let row = sqlx::query(sql).fetch_one(db.reader()).await?;
-    Ok((row.try_get(0)?, row.try_get(1)?))
-}
-
 fn age_secs(oldest_ms: Option<i64>, now: i64) -> f64 {
     oldest_ms.map_or(0.0, |t| (now - t).max(0) as f64 / 1000.0)
 }
@@ -151,17 +144,8 @@ fn age_secs(oldest_ms: Option<i64>, now: i64) -> f64 {
 /// The exposition text: the database gauges are read now, then everything is rendered.
 pub async fn render(handle: &PrometheusHandle, db: &Db) -> anyhow::Result<String> {
     let now = now_ms();
-    let (inbox, inbox_oldest) = backlog(
-        db,
-        "SELECT COUNT(*), MIN(received_at) FROM inbox_events \
-         WHERE status IN ('pending', 'processing')",
-    )
-    .await?;
-    let (outbox, outbox_oldest) = backlog(
-        db,
-        "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE status IN ('pending', 'delivering')",
-    )
-    .await?;
+    let (inbox, inbox_oldest) = triage::inbox_waiting(db).await?;
+    let (outbox, outbox_oldest) = triage::outbox_waiting(db).await?;
     let (open, oldest_open) = triage::open_stats(db).await?;
     gauge!("oncehook_inbox_backlog").set(inbox as f64);
     gauge!("oncehook_inbox_oldest_waiting_age_seconds").set(age_secs(inbox_oldest, now));

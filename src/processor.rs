@@ -38,8 +38,11 @@ struct AfterCommit {
     /// Outbox rows were written: wake the relay.
     applied: bool,
     dead_letters: Vec<DeadLetterAlert>,
-    /// (outcome, received_at) of each event handled, for the metrics once committed.
-    processed: Vec<(&'static str, i64)>,
+    /// (provider, outcome, received_at) of each event handled, for the metrics and the
+    /// overview's rollups once committed.
+    processed: Vec<(String, &'static str, i64)>,
+    /// Money each event moved, by provider, for the overview.
+    moved: Vec<(String, effects::Moved)>,
 }
 
 /// What happened to one claimed event; tests and logs read it.
@@ -139,8 +142,20 @@ impl Processor {
             self.alerter.dead_lettered(alert);
         }
         let now = now_ms();
-        for (outcome, received_at) in after.processed {
+        let rollup = self.db.rollup();
+        for (provider, outcome, received_at) in after.processed {
             crate::metrics::processed(outcome, received_at, now);
+            rollup.filed(now, &provider, outcome, received_at);
+        }
+        for (provider, moved) in after.moved {
+            let currency = moved.currency.as_deref().unwrap_or("XXX");
+            for (kind, amount) in [
+                ("paid", moved.paid),
+                ("refunded", moved.refunded),
+                ("disputed", moved.disputed),
+            ] {
+                rollup.add(now, &provider, &format!("{kind}:{currency}"), amount);
+            }
         }
         Ok(())
     }
@@ -173,8 +188,16 @@ impl Processor {
         );
         let handled = self.handle(conn, claim, after).instrument(span).await;
         match &handled {
-            Handled::Filed(filed) => after.processed.push((filed.as_str(), claim.received_at)),
-            Handled::RetryLater(_) => after.processed.push(("retry", claim.received_at)),
+            Handled::Filed(filed) => {
+                after
+                    .processed
+                    .push((claim.provider.clone(), filed.as_str(), claim.received_at))
+            }
+            Handled::RetryLater(_) => {
+                after
+                    .processed
+                    .push((claim.provider.clone(), "retry", claim.received_at))
+            }
             Handled::Fenced => {}
         }
         // Stale and refused events may write outbox rows too (new money, a status change).
@@ -202,7 +225,7 @@ impl Processor {
         claim: &Claimed,
         after: &mut AfterCommit,
     ) -> Handled {
-        let (failure, order_id) = match self.try_handle(conn, claim).await {
+        let (failure, order_id) = match self.try_handle(conn, claim, after).await {
             Ok(Ok(handled)) => return handled,
             Ok(Err((failure, order_id))) => (failure, order_id),
             Err(error) => (
@@ -290,6 +313,7 @@ impl Processor {
         &self,
         conn: &mut AnyConnection,
         claim: &Claimed,
+        after: &mut AfterCommit,
     ) -> anyhow::Result<Result<Handled, (Failure, Option<String>)>> {
         let now = now_ms();
         let permanent = |m: String| Ok(Err((Failure::new(ErrorClass::Permanent, m), None)));
@@ -344,6 +368,12 @@ impl Processor {
             },
         )
         .await?;
+        if let EffectOutcome::Applied { moved, .. }
+        | EffectOutcome::Stale { moved, .. }
+        | EffectOutcome::Refused { moved, .. } = &outcome
+        {
+            after.moved.push((claim.provider.clone(), moved.clone()));
+        }
         let business = |reason: &str| {
             Ok(Err((
                 Failure::new(ErrorClass::Business, reason),

@@ -8,7 +8,7 @@ use anyhow::Context;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::admin::StoreBackend;
 use crate::alerts::Alerter;
@@ -67,9 +67,35 @@ impl RunningServer {
         for handle in self.background {
             let _ = handle.await;
         }
+        // The workers have stopped: their last counts go in before the pools close.
+        if let Err(error) = self.db.rollup().flush(&self.db).await {
+            warn!(
+                error = format!("{error:#}"),
+                "overview counts not written at shutdown"
+            );
+        }
         self.db.close().await;
         result
     }
+}
+
+/// Writes the overview's counts behind, every few seconds (store::rollup).
+fn spawn_rollup_writer(db: Db, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(EVERY) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            if let Err(error) = db.rollup().flush(&db).await {
+                warn!(
+                    error = format!("{error:#}"),
+                    "overview counts not written; kept for the next try"
+                );
+            }
+        }
+    })
 }
 
 async fn shutdown_signal() {
@@ -104,6 +130,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         Some(WebhookState {
             providers: providers.clone(),
             ingestor,
+            db: db.clone(),
         })
     } else {
         None
@@ -152,6 +179,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
             shutdown.clone(),
         ));
     }
+    background.push(spawn_rollup_writer(db.clone(), shutdown.clone()));
     // The instance's heartbeat stops after the workers (it is awaited in order).
     background.push(crate::store::instances::spawn_heartbeat(
         db.clone(),

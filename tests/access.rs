@@ -105,7 +105,7 @@ async fn get(app: &TestApp, path: &str, cookie: Option<&str>) -> reqwest::Respon
 
 /// Whether the cookie opens the inbox as `user`.
 async fn signed_in_as(app: &TestApp, cookie: &str, user: &str) -> bool {
-    let response = get(app, "/", Some(cookie)).await;
+    let response = get(app, "/events", Some(cookie)).await;
     if response.status() != StatusCode::OK {
         return false;
     }

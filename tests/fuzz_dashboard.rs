@@ -1,6 +1,7 @@
 //! Property-based fuzzing of the dashboard's query strings and path parameters over real
-//! HTTP, signed in: arbitrary bytes in every filter of `/` (inbox), `/dlq` and
-//! `/events/{id}` never make a page fail (no 5xx) and each answers in bounded time.
+//! HTTP, signed in: arbitrary bytes in every query of `/` (overview), `/events` (inbox),
+//! `/dlq`, `/search` and in `/events/{id}`, `/orders/{id}` never make a page fail (no 5xx)
+//! and each answers in bounded time.
 
 mod common;
 
@@ -46,7 +47,7 @@ fn fuzz(kind: Kind) {
         .build()
         .unwrap();
     // The session works: the pages below are really rendered, not redirected to sign-in.
-    for page in ["/", "/dlq"] {
+    for page in ["/", "/events", "/dlq"] {
         let status = rt
             .block_on(async {
                 http.get(format!("{}{page}", app.url))
@@ -60,17 +61,20 @@ fn fuzz(kind: Kind) {
     }
     let keys = [
         "provider", "status", "type", "order", "before", "limit", "class", "stage", "error", "id",
-        "event", "next",
+        "event", "next", "range", "q",
     ];
     let config = ProptestConfig {
         cases: 48,
         ..ProptestConfig::default()
     };
-    proptest!(config, |(path in 0usize..3, pairs in proptest::collection::vec((0usize..12, arb_value()), 0..5), raw in arb_value())| {
+    proptest!(config, |(path in 0usize..6, pairs in proptest::collection::vec((0usize..keys.len(), arb_value()), 0..5), raw in arb_value())| {
         let query: Vec<String> = pairs.iter().map(|(k, v)| format!("{}={v}", keys[*k])).collect();
         let url = match path {
             0 => format!("{}/?{}", app.url, query.join("&")),
             1 => format!("{}/dlq?{}", app.url, query.join("&")),
+            2 => format!("{}/events?{}", app.url, query.join("&")),
+            3 => format!("{}/search?{}", app.url, query.join("&")),
+            4 => format!("{}/orders/{raw}", app.url),
             _ => format!("{}/events/{raw}", app.url),
         };
         let started = Instant::now();

@@ -33,6 +33,20 @@ pub async fn load_event(id: i64) -> Result<crate::backend::EventDetail, AppError
 }
 
 #[server]
+pub async fn load_overview(
+    range: crate::backend::Range,
+) -> Result<crate::backend::Overview, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+
+    with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .overview(range)
+            .await,
+    )
+}
+
+#[server]
 pub async fn load_order(order_id: String) -> Result<crate::backend::OrderDetail, AppError> {
     use crate::backend::AdminBackend;
     use std::sync::Arc;

@@ -14,9 +14,9 @@ pub fn TopBar() -> impl IntoView {
                 <span class="brand-mark" aria-hidden="true">"1"</span>
                 "oncehook"
             </a>
-            // Orders, Dead letters and Overview join this list as their pages land.
             <nav class="mainnav" aria-label="Main">
-                <A href="/">"Inbox"</A>
+                <A href="/">"Overview"</A>
+                <A href="/events">"Inbox"</A>
                 <A href="/dlq">"Dead letters"</A>
             </nav>
             <form class="search" method="get" action="/search" role="search">

@@ -80,6 +80,11 @@ pub fn money(minor: i64, currency: Option<&str>) -> String {
     }
 }
 
+/// `1234567` → `1,234,567`.
+pub fn thousands(v: i64) -> String {
+    group_thousands(v.unsigned_abs(), v < 0)
+}
+
 fn group_thousands(value: u64, negative: bool) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
@@ -107,6 +112,8 @@ mod tests {
         assert_eq!(money(1_000, Some("JPY")), "1,000 JPY");
         assert_eq!(money(1_234, Some("KWD")), "1.234 KWD");
         assert_eq!(money(1_000_000, None), "1,000,000");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(-1_000), "−1,000");
         assert_eq!(
             money(i64::MIN, Some("USD")),
             "−92,233,720,368,547,758.08 USD"

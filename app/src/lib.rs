@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod charts;
 pub mod components;
 pub mod error;
 pub mod format;
@@ -22,6 +23,7 @@ use pages::{
     inbox::InboxPage,
     not_found::NotFound,
     order::OrderPage,
+    overview::OverviewPage,
     search::SearchPage,
 };
 
@@ -70,7 +72,7 @@ pub fn App() -> impl IntoView {
                     // Async: the server waits for the data, so the first HTML already holds
                     // the events and the page is complete without JavaScript.
                     <Routes fallback=|| view! { <NotFound/> }>
-                        <Route path=path!("/") view=InboxPage ssr=SsrMode::Async/>
+                        <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async/>
                         <Route path=path!("/inbox") view=InboxPage ssr=SsrMode::Async/>
                         <Route path=path!("/events") view=InboxPage ssr=SsrMode::Async/>
                         <Route path=path!("/events/:id") view=EventPage ssr=SsrMode::Async/>

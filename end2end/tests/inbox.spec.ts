@@ -34,7 +34,7 @@ async function openInboxWithRow(page: Page, eventId: string, beforeEachLoad = ()
   const row = page.locator('#inbox-table tbody tr', { hasText: eventId });
   await expect(async () => {
     beforeEachLoad();
-    const response = await page.goto('/');
+    const response = await page.goto('/events');
     expect(response?.status()).toBe(200);
     await expect(row).toBeVisible({ timeout: 1_000 });
   }).toPass({ timeout: 15_000 });

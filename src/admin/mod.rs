@@ -1,14 +1,15 @@
 //! The dashboard's port implemented over the store.
 
 mod order;
+mod overview;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use app::backend::{
     AdminBackend, DeadLetterGroup, DeadLetterView, DeliveryView, DlqPage, DlqQuery, EventDetail,
-    InboxEventView, InboxPage, InboxQuery, OrderDetail, Principal, RedriveOutcome, RedrivePreview,
-    RedriveView, Role, SearchHit,
+    InboxEventView, InboxPage, InboxQuery, OrderDetail, Overview, Principal, Range, RedriveOutcome,
+    RedrivePreview, RedriveView, Role, SearchHit,
 };
 use app::error::AppError;
 
@@ -227,6 +228,12 @@ impl AdminBackend for StoreBackend {
             errors,
             dead_letters: row.dead_letters,
         })
+    }
+
+    async fn overview(&self, range: Range) -> Result<Overview, AppError> {
+        overview::overview(&self.db, range)
+            .await
+            .map_err(backend_error("reading the overview"))
     }
 
     async fn order_detail(&self, order_id: &str) -> Result<OrderDetail, AppError> {

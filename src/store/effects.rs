@@ -27,6 +27,7 @@ pub enum EffectOutcome {
     Applied {
         key: String,
         status: OrderStatus,
+        moved: Moved,
     },
     Duplicate {
         key: String,
@@ -36,12 +37,14 @@ pub enum EffectOutcome {
     Stale {
         key: String,
         reason: String,
+        moved: Moved,
     },
     /// A regression the model never applies (a failure after a succeeded payment);
     /// recorded among the order's stale events.
     Refused {
         key: String,
         reason: String,
+        moved: Moved,
     },
     /// Currency does not fit the order (a business failure: nothing was written).
     Mismatch {
@@ -50,6 +53,16 @@ pub enum EffectOutcome {
     },
     /// Our claim expired and another worker owns the event; nothing was written.
     Fenced,
+}
+
+/// The money an event moved: how much each of the order's totals grew (a reversal shrinks
+/// one), in its currency.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Moved {
+    pub paid: i64,
+    pub refunded: i64,
+    pub disputed: i64,
+    pub currency: Option<String>,
 }
 
 pub struct EffectRequest<'a> {
@@ -505,14 +518,22 @@ pub async fn apply(
     let moved_refund_or_dispute = !matches!(transition.resource(), ResourceKind::Payment)
         && projection.totals != before.totals;
     let older_than_order = not_newer && !moved_refund_or_dispute;
+    let moved = Moved {
+        paid: projection.totals.paid - before.totals.paid,
+        refunded: projection.totals.refunded - before.totals.refunded,
+        disputed: projection.totals.disputed - before.totals.disputed,
+        currency: ctx.currency.map(str::to_owned),
+    };
     let outcome = match update {
         Update::Refused(reason) => EffectOutcome::Refused {
             key: key.to_string(),
             reason,
+            moved,
         },
         Update::Stale(reason) => EffectOutcome::Stale {
             key: key.to_string(),
             reason: with_money_note(reason, &entries),
+            moved,
         },
         Update::Applied if older_than_order && projection.status == before.status => {
             EffectOutcome::Stale {
@@ -526,11 +547,13 @@ pub async fn apply(
                     ),
                     &entries,
                 ),
+                moved,
             }
         }
         Update::Applied => EffectOutcome::Applied {
             key: key.to_string(),
             status: projection.status,
+            moved,
         },
     };
     let (filed, reason) = match &outcome {

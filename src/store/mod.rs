@@ -11,6 +11,7 @@ pub mod instances;
 pub mod outbox;
 pub mod queue;
 pub mod read;
+pub mod rollup;
 pub mod triage;
 pub mod users;
 
@@ -40,6 +41,8 @@ pub struct Db {
     url: String,
     /// This process's name on its claims and in `instances` (store::instances).
     instance_id: std::sync::Arc<str>,
+    /// Overview counts waiting to be written (store::rollup).
+    rollup: std::sync::Arc<rollup::Rollup>,
 }
 
 pub fn now_ms() -> i64 {
@@ -64,6 +67,11 @@ const READ_POOL_SIZE: u32 = 4;
 pub const WAKE_CHANNEL: &str = "oncehook_inbox";
 
 impl Db {
+    /// The overview's per-minute counts, written behind (`rollup().flush(db)`).
+    pub fn rollup(&self) -> &rollup::Rollup {
+        &self.rollup
+    }
+
     pub async fn connect(url: &str) -> anyhow::Result<Db> {
         sqlx::any::install_default_drivers();
         if let Some(path) = url
@@ -125,6 +133,7 @@ impl Db {
             read,
             url,
             instance_id: new_instance_id(),
+            rollup: Default::default(),
         })
     }
 
@@ -163,6 +172,7 @@ impl Db {
             read,
             url: url.to_string(),
             instance_id: new_instance_id(),
+            rollup: Default::default(),
         })
     }
 

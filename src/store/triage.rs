@@ -86,3 +86,28 @@ pub async fn redrives_of_order(db: &Db, order_id: &str) -> anyhow::Result<Vec<Or
         })
         .collect()
 }
+
+/// Events waiting to be processed (pending or claimed) and the receipt time (Unix ms) of
+/// the oldest.
+pub async fn inbox_waiting(db: &Db) -> anyhow::Result<(i64, Option<i64>)> {
+    count_and_oldest(
+        db,
+        "SELECT COUNT(*), MIN(received_at) FROM inbox_events \
+         WHERE status IN ('pending', 'processing')",
+    )
+    .await
+}
+
+/// Outbox messages waiting to be delivered and the creation time (Unix ms) of the oldest.
+pub async fn outbox_waiting(db: &Db) -> anyhow::Result<(i64, Option<i64>)> {
+    count_and_oldest(
+        db,
+        "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE status IN ('pending', 'delivering')",
+    )
+    .await
+}
+
+async fn count_and_oldest(db: &Db, sql: &str) -> anyhow::Result<(i64, Option<i64>)> {
+    let row = sqlx::query(sql).fetch_one(db.reader()).await?;
+    Ok((row.try_get(0)?, row.try_get(1)?))
+}

@@ -204,14 +204,14 @@ mod tests {
     fn inbox_is_in_the_first_html_without_a_built_frontend() {
         on_one_runtime(async {
             let base = serve(Arc::new(OneEvent)).await;
-            for path in ["/", "/inbox"] {
+            for path in ["/events", "/inbox"] {
                 let (status, html) = get(&format!("{base}{path}")).await;
                 assert_eq!(status, 200, "{path}");
                 assert!(html.contains("evt_ssr_check"), "{path}: {html}");
                 assert!(html.contains("badge badge-ok"), "{path}");
                 assert!(html.contains("2025-01-02 03:04:05"), "{path}");
             }
-            let (_, older) = get(&format!("{base}/?before=7")).await;
+            let (_, older) = get(&format!("{base}/events?before=7")).await;
             assert!(older.contains("No older events."));
         });
     }
@@ -221,7 +221,7 @@ mod tests {
         on_one_runtime(async {
             let base = serve(Arc::new(OneEvent)).await;
             let renders = (0..64).map(|i| {
-                let url = format!("{base}/?n={i}");
+                let url = format!("{base}/events?n={i}");
                 tokio::spawn(async move { get(&url).await })
             });
             for render in futures::future::join_all(renders).await {
@@ -236,7 +236,7 @@ mod tests {
     fn backend_failure_is_a_503_page() {
         on_one_runtime(async {
             let base = serve(Arc::new(Broken)).await;
-            let (status, html) = get(&base).await;
+            let (status, html) = get(&format!("{base}/events")).await;
             assert_eq!(status, 503);
             assert!(html.contains("connection refused"));
         });

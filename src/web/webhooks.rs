@@ -24,6 +24,8 @@ use crate::store::now_ms;
 pub struct WebhookState {
     pub providers: Arc<Providers>,
     pub ingestor: Ingestor,
+    /// For the overview's counts (receipts, duplicates, signature failures).
+    pub db: crate::store::Db,
 }
 
 pub const CORRELATION_HEADER: &str = "x-correlation-id";
@@ -119,6 +121,10 @@ async fn receive_inner(
         Err(e) => {
             warn!(reason = %e, "signature check failed");
             crate::metrics::receipt(&provider_name, "signature_failed");
+            state
+                .db
+                .rollup()
+                .add(now, &provider_name, "signature_failed", 1);
             return error(
                 e.status(),
                 &correlation_id,
@@ -140,11 +146,12 @@ async fn receive_inner(
         provider: provider_name.clone(),
         event_id: event_id.clone(),
         event_type: envelope.event_type.clone(),
-        api_version: envelope.api_version,
+        api_version: envelope.api_version.clone(),
         raw_body: body.to_vec(),
         correlation_id: correlation_id.clone(),
         received_at: now,
     };
+    let receipt_api_version = envelope.api_version;
     match state.ingestor.submit(receipt).await {
         Ok(stored) => {
             let duplicate = stored == Stored::Duplicate;
@@ -152,6 +159,18 @@ async fn receive_inner(
                 &provider_name,
                 if duplicate { "duplicate" } else { "accepted" },
             );
+            let rollup = state.db.rollup();
+            if duplicate {
+                rollup.add(now, &provider_name, "redelivered", 1);
+            } else {
+                rollup.add(now, &provider_name, "received", 1);
+                if let Some(t) = &envelope.event_type {
+                    rollup.add(now, &provider_name, &format!("type:{t}"), 1);
+                }
+                if let Some(v) = &receipt_api_version {
+                    rollup.add(now, &provider_name, &format!("api:{v}"), 1);
+                }
+            }
             info!(%event_id, event_type = envelope.event_type.as_deref().unwrap_or("-"), duplicate, "accepted");
             answer(
                 StatusCode::OK,

@@ -4,4 +4,5 @@ pub mod event;
 pub mod inbox;
 pub mod not_found;
 pub mod order;
+pub mod overview;
 pub mod search;
