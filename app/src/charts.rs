@@ -4,8 +4,8 @@
 use crate::format::thousands;
 use leptos::prelude::*;
 
-const WIDTH: f64 = 720.0;
-const HEIGHT: f64 = 200.0;
+const WIDTH: f64 = 960.0;
+const HEIGHT: f64 = 210.0;
 const LEFT: f64 = 56.0;
 const RIGHT: f64 = 8.0;
 const TOP: f64 = 10.0;
@@ -130,7 +130,7 @@ pub fn BarChart(
                 <span class="chart-unit">{format!("({unit})")}</span>
                 <span class="legend">{legend}</span>
             </figcaption>
-            <svg viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img" aria-label=aria preserveAspectRatio="none">
+            <svg viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img" aria-label=aria>
                 {ticks}
                 <line class="axis" x1=LEFT x2=LEFT y1=TOP y2=TOP + plot_h/>
                 <line class="axis" x1=LEFT x2=WIDTH - RIGHT y1=TOP + plot_h y2=TOP + plot_h/>
