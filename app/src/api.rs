@@ -32,6 +32,31 @@ pub async fn load_event(id: i64) -> Result<crate::backend::EventDetail, AppError
     )
 }
 
+/// Rows per audit-log page.
+pub const AUDIT_PAGE_SIZE: u32 = 100;
+
+#[server]
+pub async fn load_audit_log(
+    query: crate::backend::AuditQuery,
+) -> Result<crate::backend::AuditPage, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+    let who = with_status(signed_in())?;
+    with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .audit_log(&who, query)
+            .await,
+    )
+}
+
+#[server]
+pub async fn load_users() -> Result<Vec<crate::backend::UserView>, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+    let who = with_status(signed_in())?;
+    with_status(expect_context::<Arc<dyn AdminBackend>>().users(&who).await)
+}
+
 #[server]
 pub async fn load_overview(
     range: crate::backend::Range,

@@ -366,6 +366,70 @@ impl Overview {
     }
 }
 
+/// One audit-log row: who did what, to what, why, from where, when.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntryView {
+    pub id: i64,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub reason: Option<String>,
+    pub details: Option<String>,
+    pub source: Option<String>,
+    /// RFC 3339, UTC.
+    pub at: String,
+}
+
+/// The audit log's filter and keyset cursor; they live in the URL.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    pub actor: Option<String>,
+    /// Only rows older than this audit id.
+    pub before: Option<i64>,
+}
+
+impl AuditQuery {
+    pub fn normalized(self) -> AuditQuery {
+        AuditQuery {
+            actor: clean_filter(self.actor),
+            before: self.before,
+        }
+    }
+
+    pub fn href(&self) -> String {
+        let mut parts = vec![];
+        if let Some(actor) = &self.actor {
+            parts.push(format!("actor={}", percent_encode(actor)));
+        }
+        if let Some(before) = self.before {
+            parts.push(format!("before={before}"));
+        }
+        if parts.is_empty() {
+            "/admin/audit".into()
+        } else {
+            format!("/admin/audit?{}", parts.join("&"))
+        }
+    }
+}
+
+/// A page of the audit log, newest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditPage {
+    pub entries: Vec<AuditEntryView>,
+    pub next_before: Option<i64>,
+}
+
+/// A dashboard user as admins see them (never the password hash).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserView {
+    pub name: String,
+    pub role: String,
+    pub disabled: bool,
+    pub must_change_password: bool,
+    pub last_sign_in_at: Option<String>,
+    pub created_at: String,
+}
+
 /// Which dead letters a page or an action is about. Empty fields match everything; the
 /// status defaults to `open`. It lives in the page's URL, so a view can be shared.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -519,6 +583,16 @@ pub trait AdminBackend: Send + Sync + 'static {
 
     /// One event; `NotFound` when there is no such inbox id.
     async fn event_detail(&self, _id: i64) -> Result<EventDetail, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// The audit log, newest first (admin). Refusals are audited.
+    async fn audit_log(&self, _who: &Principal, _query: AuditQuery) -> Result<AuditPage, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// Every dashboard user (admin). Refusals are audited.
+    async fn users(&self, _who: &Principal) -> Result<Vec<UserView>, AppError> {
         Err(AppError::NotFound)
     }
 

@@ -42,6 +42,10 @@ fn UserMenu() -> impl IntoView {
                     <div class="usermenu">
                         <span class="username" id="signed-in-user">{user.name}</span>
                         <span class="role">{user.role.as_str()}</span>
+                        {(user.role == crate::backend::Role::Admin).then(|| view! {
+                            <a href="/admin/audit" id="admin-audit">"Audit log"</a>
+                            <a href="/admin/users" id="admin-users">"Users"</a>
+                        })}
                         <form method="post" action="/auth/sign-out" class="inline">
                             <button type="submit" class="button link" id="sign-out">"Sign out"</button>
                         </form>

@@ -18,6 +18,7 @@ use leptos_router::{
 };
 use pages::{
     access::{ChangePasswordPage, SignInPage},
+    admin::{AuditLogPage, UsersPage},
     dlq::DlqPage,
     event::EventPage,
     inbox::InboxPage,
@@ -79,6 +80,8 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/orders/:id") view=OrderPage ssr=SsrMode::Async/>
                         <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
                         <Route path=path!("/dlq") view=DlqPage ssr=SsrMode::Async/>
+                        <Route path=path!("/admin/audit") view=AuditLogPage ssr=SsrMode::Async/>
+                        <Route path=path!("/admin/users") view=UsersPage ssr=SsrMode::Async/>
                         <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async/>
                         <Route path=path!("/change-password") view=ChangePasswordPage ssr=SsrMode::Async/>
                     </Routes>

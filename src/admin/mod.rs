@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use app::backend::{
-    AdminBackend, DeadLetterGroup, DeadLetterView, DeliveryView, DlqPage, DlqQuery, EventDetail,
-    InboxEventView, InboxPage, InboxQuery, OrderDetail, Overview, Principal, Range, RedriveOutcome,
-    RedrivePreview, RedriveView, Role, SearchHit,
+    AdminBackend, AuditEntryView, AuditPage, AuditQuery, DeadLetterGroup, DeadLetterView,
+    DeliveryView, DlqPage, DlqQuery, EventDetail, InboxEventView, InboxPage, InboxQuery,
+    OrderDetail, Overview, Principal, Range, RedriveOutcome, RedrivePreview, RedriveView, Role,
+    SearchHit, UserView,
 };
 use app::error::AppError;
 
@@ -228,6 +229,57 @@ impl AdminBackend for StoreBackend {
             errors,
             dead_letters: row.dead_letters,
         })
+    }
+
+    async fn audit_log(&self, who: &Principal, query: AuditQuery) -> Result<AuditPage, AppError> {
+        self.require(who, Role::Admin, "audit_log.read", "audit_log")
+            .await?;
+        let query = query.normalized();
+        let limit = i64::from(app::api::AUDIT_PAGE_SIZE);
+        // One extra row tells whether there is an older page.
+        let mut rows = users::audit_page(&self.db, query.actor.as_deref(), query.before, limit + 1)
+            .await
+            .map_err(backend_error("reading the audit log"))?;
+        let has_more = rows.len() as i64 > limit;
+        rows.truncate(limit as usize);
+        Ok(AuditPage {
+            next_before: if has_more {
+                rows.last().map(|r| r.id)
+            } else {
+                None
+            },
+            entries: rows
+                .into_iter()
+                .map(|r| AuditEntryView {
+                    id: r.id,
+                    actor: r.actor,
+                    action: r.action,
+                    target: r.target,
+                    reason: r.reason,
+                    details: r.details,
+                    source: r.source,
+                    at: r.at,
+                })
+                .collect(),
+        })
+    }
+
+    async fn users(&self, who: &Principal) -> Result<Vec<UserView>, AppError> {
+        self.require(who, Role::Admin, "users.read", "users")
+            .await?;
+        Ok(users::list(&self.db)
+            .await
+            .map_err(backend_error("reading users"))?
+            .into_iter()
+            .map(|u| UserView {
+                name: u.username,
+                role: u.role,
+                disabled: u.disabled,
+                must_change_password: u.must_change_password,
+                last_sign_in_at: u.last_sign_in_at,
+                created_at: u.created_at,
+            })
+            .collect())
     }
 
     async fn overview(&self, range: Range) -> Result<Overview, AppError> {

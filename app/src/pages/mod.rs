@@ -1,4 +1,5 @@
 pub mod access;
+pub mod admin;
 pub mod dlq;
 pub mod event;
 pub mod inbox;

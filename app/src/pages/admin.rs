@@ -1,0 +1,137 @@
+//! Admin pages: the audit log (`/admin/audit`: every change of data and every sign-in, who,
+//! what, why, from where, newest first, filterable by actor) and the users
+//! (`/admin/users`). The server checks the role; a viewer or operator gets a 403 page and
+//! the attempt is audited.
+
+use crate::api::{load_audit_log, load_users};
+use crate::backend::{AuditPage, AuditQuery, UserView};
+use crate::components::ErrorPanel;
+use crate::format::short_timestamp;
+use leptos::either::Either;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+#[component]
+pub fn AuditLogPage() -> impl IntoView {
+    let query_map = use_query_map();
+    let query = Memo::new(move |_| {
+        query_map.with(|q| {
+            AuditQuery {
+                actor: q.get("actor"),
+                before: q.get("before").and_then(|b| b.parse().ok()),
+            }
+            .normalized()
+        })
+    });
+    let page = Resource::new(move || query.get(), load_audit_log);
+    view! {
+        <Title text="Audit log"/>
+        <header class="page-header">
+            <h1>"Audit log"</h1>
+            <p class="lede">"Every change of data and every sign-in: who, what, why, from where. Newest first."</p>
+        </header>
+        <form method="get" action="/admin/audit" class="filters" id="audit-filter">
+            <label>"Actor "<input type="text" name="actor" value=move || query.get().actor.unwrap_or_default()/></label>
+            <button type="submit" class="button">"Filter"</button>
+        </form>
+        <Transition fallback=|| view! { <p class="loading">"Loading the audit log…"</p> }>
+            {move || Suspend::new(async move {
+                match page.await {
+                    Ok(page) => Either::Left(view! { <AuditTable page query=query.get_untracked()/> }),
+                    Err(error) => Either::Right(view! { <ErrorPanel error/> }),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn AuditTable(page: AuditPage, query: AuditQuery) -> impl IntoView {
+    let older = page.next_before.map(|before| {
+        AuditQuery {
+            before: Some(before),
+            ..query.clone()
+        }
+        .href()
+    });
+    let empty = page.entries.is_empty();
+    view! {
+        <section class="panel">
+            <div class="table-scroll">
+                <table class="data compact" id="audit-table">
+                    <thead><tr><th>"When (UTC)"</th><th>"Who"</th><th>"What"</th><th>"Target"</th><th>"Why"</th><th>"Details"</th><th>"From"</th></tr></thead>
+                    <tbody>
+                        {page.entries.into_iter().map(|e| view! {
+                            <tr>
+                                <td class="time"><time datetime=e.at.clone()>{short_timestamp(&e.at)}</time></td>
+                                <td><a href=AuditQuery { actor: Some(e.actor.clone()), before: None }.href()>{e.actor.clone()}</a></td>
+                                <td class="mono">{e.action.clone()}</td>
+                                <td class="mono">{e.target.clone()}</td>
+                                <td>{e.reason.clone().unwrap_or_default()}</td>
+                                <td>{e.details.clone().unwrap_or_default()}</td>
+                                <td class="mono">{e.source.clone().unwrap_or_default()}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            {empty.then(|| view! { <p class="form-note">"Nothing recorded for this filter."</p> })}
+            {older.map(|href| view! { <p><a class="button" rel="next" href=href>"Older →"</a></p> })}
+        </section>
+    }
+}
+
+#[component]
+pub fn UsersPage() -> impl IntoView {
+    let users = Resource::new(|| (), |_| load_users());
+    view! {
+        <Title text="Users"/>
+        <header class="page-header">
+            <h1>"Users"</h1>
+            <p class="lede">
+                "Add, disable or reset users with "<code>"oncehook user add|disable|reset-password"</code>
+                "; every change is in the "<a href="/admin/audit">"audit log"</a>"."
+            </p>
+        </header>
+        <Transition fallback=|| view! { <p class="loading">"Loading users…"</p> }>
+            {move || Suspend::new(async move {
+                match users.await {
+                    Ok(users) => Either::Left(view! { <UsersTable users/> }),
+                    Err(error) => Either::Right(view! { <ErrorPanel error/> }),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn UsersTable(users: Vec<UserView>) -> impl IntoView {
+    view! {
+        <section class="panel">
+            <table class="data compact" id="users-table">
+                <thead><tr><th>"Name"</th><th>"Role"</th><th>"State"</th><th>"Last sign-in (UTC)"</th><th>"Created (UTC)"</th></tr></thead>
+                <tbody>
+                    {users.into_iter().map(|u| {
+                        let state = if u.disabled {
+                            "disabled"
+                        } else if u.must_change_password {
+                            "must change password"
+                        } else {
+                            "active"
+                        };
+                        view! {
+                            <tr>
+                                <td><a href=AuditQuery { actor: Some(u.name.clone()), before: None }.href()>{u.name.clone()}</a></td>
+                                <td>{u.role.clone()}</td>
+                                <td>{state}</td>
+                                <td class="time">{u.last_sign_in_at.as_deref().map(short_timestamp).unwrap_or_else(|| "never".into())}</td>
+                                <td class="time">{short_timestamp(&u.created_at)}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </section>
+    }
+}
