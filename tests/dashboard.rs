@@ -273,6 +273,10 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
     assert_eq!(recent.current_status.as_deref(), Some("applied"));
     assert_eq!(page.open, 1);
     assert!(page.can_operate);
+    assert_eq!(page.history, None, "no item asked for");
+    // Deadlines are 72 h out by default: nothing is due within 24 h yet.
+    assert_eq!(page.due_within_24h, 0);
+
     let audit = users::audit_page(&app.db, Some("otto"), None, 10)
         .await
         .unwrap();
@@ -280,6 +284,54 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
     assert_eq!(audit[0].target, format!("dead_letter:{id}"));
     assert_eq!(audit[0].reason.as_deref(), Some("payment arrived"));
 
+    // One item's history: its three failed attempts and the redrive, not the dry runs.
+    backend(&app)
+        .preview_redrive(
+            &principal("otto", Role::Operator),
+            DlqQuery {
+                id: Some(id),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let one = backend(&app)
+        .dead_letters(
+            &principal("vera", Role::Viewer),
+            DlqQuery {
+                id: Some(id),
+                status: Some("redriven".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let history = one.history.expect("the item's history");
+    assert_eq!(history.id, id);
+    assert_eq!(history.attempts.len(), 3, "{:?}", history.attempts);
+    assert!(
+        history.attempts[0].contains("order not known yet"),
+        "{:?}",
+        history.attempts
+    );
+    assert_eq!(history.redrives.len(), 1);
+    assert_eq!(history.redrives[0].actor, "otto");
+    assert_eq!(
+        history.redrives[0].reason.as_deref(),
+        Some("payment arrived")
+    );
+    assert_eq!(history.redrives[0].outcome, "requeued");
+    // A deadline that has come: an open item whose resolve_by is in the past is due.
+    sqlx::query("UPDATE dead_letters SET resolve_by = 0 WHERE id = $1")
+        .bind(other_id)
+        .execute(app.db.writer())
+        .await
+        .unwrap();
+    let due = backend(&app)
+        .dead_letters(&principal("vera", Role::Viewer), DlqQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(due.due_within_24h, 1);
     // The page, rendered for the operator, shows the outcome and the item that is left.
     let html = client()
         .get(format!("{}/dlq", app.url))
@@ -295,6 +347,18 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
     assert!(html.contains(&format!("id=\"dead-letter-{other_id}\"")));
     assert!(!html.contains(&format!("id=\"dead-letter-{id}\"")));
     assert!(html.contains("class=\"button redrive\""));
+    assert!(html.contains("due within 24 h 1"));
+    let html = client()
+        .get(format!("{}/dlq?id={id}&status=redriven", app.url))
+        .header(COOKIE, &operator)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("id=\"dlq-history\""));
+    assert!(html.contains("Failed attempts (3)"));
 }
 
 async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {

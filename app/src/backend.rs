@@ -563,6 +563,28 @@ pub struct DlqPage {
     pub recent_redrives: Vec<RedriveView>,
     /// The signed-in person may redrive, resolve and discard (the server checks again).
     pub can_operate: bool,
+    /// Open dead letters whose deadline (`resolve_by`) falls within the next 24 hours
+    /// (or has passed).
+    pub due_within_24h: i64,
+    /// One item's whole history, when the page shows one (`/dlq?id=…`).
+    pub history: Option<DeadLetterHistory>,
+}
+
+/// Every failed attempt of one dead letter and every redrive of it, oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetterHistory {
+    pub id: i64,
+    /// "time · class · error", oldest first.
+    pub attempts: Vec<String>,
+    pub redrives: Vec<RedriveRecordView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedriveRecordView {
+    pub actor: String,
+    pub reason: Option<String>,
+    pub outcome: String,
+    pub at: String,
 }
 
 #[cfg(feature = "ssr")]

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use app::backend::{
-    AdminBackend, AuditEntryView, AuditPage, AuditQuery, DeadLetterGroup, DeadLetterView,
-    DeliveryView, DlqPage, DlqQuery, EventDetail, InboxEventView, InboxPage, InboxQuery,
-    OrderDetail, Overview, Principal, Range, RedriveOutcome, RedrivePreview, RedriveView, Role,
-    SearchHit, UserView,
+    AdminBackend, AuditEntryView, AuditPage, AuditQuery, DeadLetterGroup, DeadLetterHistory,
+    DeadLetterView, DeliveryView, DlqPage, DlqQuery, EventDetail, InboxEventView, InboxPage,
+    InboxQuery, OrderDetail, Overview, Principal, Range, RedriveOutcome, RedrivePreview,
+    RedriveRecordView, RedriveView, Role, SearchHit, UserView,
 };
 use app::error::AppError;
 
@@ -55,6 +55,25 @@ fn filter_of(query: &DlqQuery) -> DeadLetterFilter {
         error_contains: query.error.clone(),
         ..Default::default()
     }
+}
+
+/// An error history (JSON array of `{at, class, error}`) as lines a person reads:
+/// "time · class · error", oldest first.
+fn error_lines(history: Option<&str>) -> Vec<String> {
+    history
+        .and_then(|h| serde_json::from_str::<Vec<serde_json::Value>>(h).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            let at = e["at"].as_i64().map(crate::store::read::rfc3339);
+            format!(
+                "{} · {} · {}",
+                at.unwrap_or_default(),
+                e["class"].as_str().unwrap_or("?"),
+                e["error"].as_str().unwrap_or("?")
+            )
+        })
+        .collect()
 }
 
 impl StoreBackend {
@@ -183,22 +202,7 @@ impl AdminBackend for StoreBackend {
             .ok()
             .and_then(|v| serde_json::to_string_pretty(&v).ok())
             .unwrap_or_else(|| String::from_utf8_lossy(&row.raw_body).into_owned());
-        let errors = row
-            .error_history
-            .as_deref()
-            .and_then(|h| serde_json::from_str::<Vec<serde_json::Value>>(h).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|e| {
-                let at = e["at"].as_i64().map(crate::store::read::rfc3339);
-                format!(
-                    "{} · {} · {}",
-                    at.unwrap_or_default(),
-                    e["class"].as_str().unwrap_or("?"),
-                    e["error"].as_str().unwrap_or("?")
-                )
-            })
-            .collect();
+        let errors = error_lines(row.error_history.as_deref());
         Ok(EventDetail {
             id: row.id,
             provider: row.provider,
@@ -381,6 +385,28 @@ impl AdminBackend for StoreBackend {
                 current_status: r.current_status,
             })
             .collect();
+        let due_within_24h = triage::open_due_before(&self.db, now + 24 * 3_600_000)
+            .await
+            .map_err(backend_error("counting dead letters"))?;
+        let history = match query.id {
+            None => None,
+            Some(id) => triage::history(&self.db, id)
+                .await
+                .map_err(backend_error("reading a dead letter's history"))?
+                .map(|(errors, redrives)| DeadLetterHistory {
+                    id,
+                    attempts: error_lines(Some(&errors)),
+                    redrives: redrives
+                        .into_iter()
+                        .map(|r| RedriveRecordView {
+                            actor: r.actor,
+                            reason: r.reason,
+                            outcome: r.outcome,
+                            at: r.at,
+                        })
+                        .collect(),
+                }),
+        };
         Ok(DlqPage {
             open,
             oldest_open_age_secs: oldest.map(|t| (now - t).max(0) / 1000),
@@ -388,6 +414,8 @@ impl AdminBackend for StoreBackend {
             truncated,
             recent_redrives,
             can_operate: who.can(Role::Operator),
+            due_within_24h,
+            history,
         })
     }
 

@@ -111,3 +111,46 @@ async fn count_and_oldest(db: &Db, sql: &str) -> anyhow::Result<(i64, Option<i64
     let row = sqlx::query(sql).fetch_one(db.reader()).await?;
     Ok((row.try_get(0)?, row.try_get(1)?))
 }
+
+/// One dead letter's error history (JSON array, as the processor or relay kept it) and its
+/// real (not dry-run) redrives, oldest first; `None` when there is no such dead letter.
+pub async fn history(
+    db: &Db,
+    id: i64,
+) -> anyhow::Result<Option<(String, Vec<super::dead_letters::RedriveRecord>)>> {
+    let Some(row) = sqlx::query("SELECT error_history FROM dead_letters WHERE id = $1")
+        .bind(id)
+        .fetch_optional(db.reader())
+        .await?
+    else {
+        return Ok(None);
+    };
+    let redrives = sqlx::query(
+        "SELECT actor, reason, outcome, at FROM redrives \
+         WHERE dead_letter_id = $1 AND dry_run = 0 ORDER BY id",
+    )
+    .bind(id)
+    .fetch_all(db.reader())
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(super::dead_letters::RedriveRecord {
+            actor: r.try_get(0)?,
+            reason: r.try_get(1)?,
+            outcome: r.try_get(2)?,
+            at: rfc3339(r.try_get(3)?),
+        })
+    })
+    .collect::<Result<_, sqlx::Error>>()?;
+    Ok(Some((row.try_get(0)?, redrives)))
+}
+
+/// Open dead letters whose deadline is before `at` (Unix ms).
+pub async fn open_due_before(db: &Db, at: i64) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM dead_letters WHERE status = 'open' AND resolve_by < $1",
+    )
+    .bind(at)
+    .fetch_one(db.reader())
+    .await?)
+}

@@ -140,7 +140,12 @@ fn DlqBody(
 ) -> impl IntoView {
     let can_operate = page.can_operate;
     let summary = match page.oldest_open_age_secs {
-        Some(oldest) => format!("open {} · oldest {}", page.open, age(oldest)),
+        Some(oldest) => format!(
+            "open {} · oldest {} · due within 24 h {}",
+            page.open,
+            age(oldest),
+            page.due_within_24h
+        ),
         None => "nothing open".to_string(),
     };
     let shown: usize = page.groups.iter().map(|g| g.items.len()).sum();
@@ -154,6 +159,7 @@ fn DlqBody(
     };
     view! {
         <p class="dlq-summary" id="dlq-summary">{summary}</p>
+        {page.history.clone().map(|history| view! { <History history/> })}
         {preview.map(|preview| view! { <PreviewPanel preview query=query.clone() can_operate redrive/> })}
         {(!page.recent_redrives.is_empty()).then(|| view! { <RecentRedrives redrives=page.recent_redrives.clone()/> })}
         {if page.groups.is_empty() {
@@ -167,6 +173,34 @@ fn DlqBody(
                 {page.groups.into_iter().map(|group| view! { <Group group can_operate redrive close/> }).collect_view()}
             })
         }}
+    }
+}
+
+/// One dead letter's failed attempts and redrives, oldest first (`/dlq?id=…`).
+#[component]
+fn History(history: crate::backend::DeadLetterHistory) -> impl IntoView {
+    let none = history.redrives.is_empty();
+    view! {
+        <section class="panel" id="dlq-history">
+            <h2>{format!("History of dead letter #{}", history.id)}</h2>
+            <h3>{format!("Failed attempts ({})", history.attempts.len())}</h3>
+            <ol class="mono">{history.attempts.into_iter().map(|a| view! { <li>{a}</li> }).collect_view()}</ol>
+            <h3>"Redrives"</h3>
+            {if none {
+                Either::Left(view! { <p class="form-note">"Never redriven."</p> })
+            } else {
+                Either::Right(view! {
+                    <ol>
+                        {history.redrives.into_iter().map(|r| view! {
+                            <li>
+                                {format!("{} by {}: {}", short_timestamp(&r.at), r.actor, r.outcome)}
+                                {r.reason.map(|reason| format!(" (reason: {reason})"))}
+                            </li>
+                        }).collect_view()}
+                    </ol>
+                })
+            }}
+        </section>
     }
 }
 
