@@ -379,6 +379,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 order_id: order,
                 before,
                 limit,
+                ..Default::default()
             };
             let events = read::list_events(&db, &filter).await?;
             if json {

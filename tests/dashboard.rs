@@ -27,6 +27,7 @@ both!(
     bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match,
     event_page_shows_deliveries_the_effect_and_the_byte_exact_body,
     inbox_filters_live_in_the_url_and_pages_by_keyset,
+    inbox_filters_by_event_correlation_time_and_payload_field,
 );
 
 async fn app(kind: Kind) -> TestApp {
@@ -734,4 +735,181 @@ async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
         .unwrap();
     assert!(html.contains("evt_3") && html.contains("evt_4"));
     assert!(!html.contains(">evt_1<"));
+}
+
+async fn inbox_filters_by_event_correlation_time_and_payload_field(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let app = app(kind).await;
+    // Five payments for customers cus_0..cus_4, each sent with its own correlation id.
+    for n in 0..5 {
+        let mut body = payment_intent_succeeded(
+            &format!("evt_f{n}"),
+            &format!("pi_f{n}"),
+            "order-f",
+            100 + n,
+            T10_00,
+        );
+        body["data"]["object"]["customer"] = format!("cus_{n}").into();
+        let raw = body.to_string();
+        let signature = oncehook::signature::stripe::sign(
+            common::STRIPE_SECRET,
+            common::now_secs(),
+            raw.as_bytes(),
+        );
+        let r = app
+            .http
+            .post(format!("{}/webhooks/stripe", app.url))
+            .header("stripe-signature", signature)
+            .header("x-correlation-id", format!("corr-f{n}"))
+            .body(raw)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    // A redelivery of evt_f1 under another correlation id: found by either.
+    let again = payment_intent_succeeded("evt_f1", "pi_f1", "order-f", 101, T10_00);
+    let mut again = again;
+    again["data"]["object"]["customer"] = "cus_1".into();
+    let raw = again.to_string();
+    let signature = oncehook::signature::stripe::sign(
+        common::STRIPE_SECRET,
+        common::now_secs(),
+        raw.as_bytes(),
+    );
+    app.http
+        .post(format!("{}/webhooks/stripe", app.url))
+        .header("stripe-signature", signature)
+        .header("x-correlation-id", "corr-retry")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    let backend = backend(&app);
+    let ids = |page: app::backend::InboxPage| -> Vec<String> {
+        page.events.into_iter().map(|e| e.event_id).collect()
+    };
+    let query = |q: InboxQuery| {
+        let backend = &backend;
+        async move { backend.inbox(q, 2).await }
+    };
+    assert_eq!(
+        ids(query(InboxQuery {
+            event_id: Some("evt_f3".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()),
+        ["evt_f3"]
+    );
+    for correlation in ["corr-f1", "corr-retry"] {
+        assert_eq!(
+            ids(query(InboxQuery {
+                correlation_id: Some(correlation.into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()),
+            ["evt_f1"],
+            "{correlation}"
+        );
+    }
+    // Time range: everything was received just now.
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let all = query(InboxQuery {
+        since: Some(today.clone()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(all.events.len(), 2, "a page of two");
+    let none = query(InboxQuery {
+        until: Some(today),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(none.events.is_empty());
+    let bad = query(InboxQuery {
+        since: Some("last tuesday".into()),
+        ..Default::default()
+    })
+    .await;
+    assert!(
+        matches!(&bad, Err(AppError::Invalid(m)) if m.contains("is not a time")),
+        "{bad:?}"
+    );
+
+    // A payload field: exact, over the stored JSON, paged by keyset like every filter.
+    let cus_2 = query(InboxQuery {
+        payload: Some("data.object.customer = cus_2".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids(cus_2), ["evt_f2"]);
+    let amount = query(InboxQuery {
+        payload: Some("data.object.amount = 104".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids(amount), ["evt_f4"]);
+    let order_f = InboxQuery {
+        payload: Some("data.object.metadata.order_id = order-f".into()),
+        ..Default::default()
+    };
+    let first = query(order_f.clone()).await.unwrap();
+    assert_eq!(ids(first.clone()), ["evt_f4", "evt_f3"]);
+    let second = query(InboxQuery {
+        before: first.next_before,
+        ..order_f.clone()
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids(second.clone()), ["evt_f2", "evt_f1"]);
+    let third = query(InboxQuery {
+        before: second.next_before,
+        ..order_f
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids(third.clone()), ["evt_f0"]);
+    assert_eq!(third.next_before, None);
+    let bad = query(InboxQuery {
+        payload: Some("customer".into()),
+        ..Default::default()
+    })
+    .await;
+    assert!(
+        matches!(&bad, Err(AppError::Invalid(m)) if m.contains("data.object.customer = cus_123")),
+        "{bad:?}"
+    );
+
+    // Over HTTP: the filters come from the URL; a bad one is a clear 422-class error, not a 5xx.
+    let viewer = app.sign_in("vera", Role::Viewer).await;
+    let page = client()
+        .get(format!(
+            "{}/events?payload=data.object.customer+%3D+cus_3&correlation=corr-f3",
+            app.url
+        ))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains(">evt_f3<") && !html.contains(">evt_f2<"));
+    assert!(
+        html.contains("value=\"data.object.customer = cus_3\""),
+        "the form keeps the filter"
+    );
+    let bad = client()
+        .get(format!("{}/events?since=soon", app.url))
+        .header(COOKIE, &viewer)
+        .send()
+        .await
+        .unwrap();
+    assert!(bad.status().is_client_error(), "{}", bad.status());
+    assert!(bad.text().await.unwrap().contains("is not a time"));
 }

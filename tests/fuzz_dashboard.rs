@@ -60,8 +60,24 @@ fn fuzz(kind: Kind) {
         assert_eq!(status, 200, "{page}");
     }
     let keys = [
-        "provider", "status", "type", "order", "before", "limit", "class", "stage", "error", "id",
-        "event", "next", "range", "q",
+        "provider",
+        "status",
+        "type",
+        "order",
+        "before",
+        "limit",
+        "class",
+        "stage",
+        "error",
+        "id",
+        "event",
+        "next",
+        "range",
+        "q",
+        "correlation",
+        "since",
+        "until",
+        "payload",
     ];
     let config = ProptestConfig {
         cases: 48,

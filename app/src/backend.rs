@@ -90,6 +90,14 @@ pub struct InboxQuery {
     pub status: Option<String>,
     pub event_type: Option<String>,
     pub order_id: Option<String>,
+    pub event_id: Option<String>,
+    /// The correlation id of any delivery (from the provider's or a proxy's request id).
+    pub correlation_id: Option<String>,
+    /// Received at or after / before, UTC: `2026-12-01`, `2026-12-01T10:30` or RFC 3339.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    /// A payload field and its value: `data.object.customer = cus_123`.
+    pub payload: Option<String>,
     /// Keyset cursor: only events older than this inbox id.
     pub before: Option<i64>,
 }
@@ -110,6 +118,11 @@ impl InboxQuery {
             status: clean_filter(self.status),
             event_type: clean_filter(self.event_type),
             order_id: clean_filter(self.order_id),
+            event_id: clean_filter(self.event_id),
+            correlation_id: clean_filter(self.correlation_id),
+            since: clean_filter(self.since),
+            until: clean_filter(self.until),
+            payload: clean_filter(self.payload),
             before: self.before,
         }
     }
@@ -122,6 +135,11 @@ impl InboxQuery {
             ("status", &self.status),
             ("type", &self.event_type),
             ("order", &self.order_id),
+            ("event", &self.event_id),
+            ("correlation", &self.correlation_id),
+            ("since", &self.since),
+            ("until", &self.until),
+            ("payload", &self.payload),
         ] {
             if let Some(v) = value {
                 parts.push(format!("{key}={}", percent_encode(v)));

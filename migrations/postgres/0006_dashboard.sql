@@ -10,3 +10,7 @@ CREATE TABLE minute_stats (
     value    BIGINT NOT NULL,
     PRIMARY KEY (minute, provider, metric)
 );
+
+-- Inbox filters: an event id without its provider, and the correlation id of any delivery.
+CREATE INDEX inbox_events_event ON inbox_events (event_id);
+CREATE INDEX deliveries_correlation ON deliveries (correlation_id);

@@ -1,5 +1,6 @@
 //! The dashboard's port implemented over the store.
 
+mod inbox_filters;
 mod order;
 mod overview;
 
@@ -125,24 +126,44 @@ impl AdminBackend for StoreBackend {
     async fn inbox(&self, query: InboxQuery, limit: u32) -> Result<InboxPage, AppError> {
         let query = query.normalized();
         let limit = i64::from(limit.clamp(1, 200));
+        let payload = query
+            .payload
+            .as_deref()
+            .map(inbox_filters::payload_condition)
+            .transpose()
+            .map_err(AppError::Invalid)?;
         let filter = EventFilter {
+            since: inbox_filters::utc_instant("From", query.since.as_deref())
+                .map_err(AppError::Invalid)?,
+            until: inbox_filters::utc_instant("To", query.until.as_deref())
+                .map_err(AppError::Invalid)?,
             provider: query.provider,
             status: query.status,
             event_type: query.event_type,
             order_id: query.order_id,
+            event_id: query.event_id,
+            correlation_id: query.correlation_id,
             before: query.before,
             // One extra row tells whether there is a next page.
             limit: limit + 1,
         };
-        let mut rows = list_events(&self.db, &filter)
-            .await
-            .map_err(backend_error("could not read the inbox"))?;
-        let has_more = rows.len() as i64 > limit;
-        rows.truncate(limit as usize);
-        let next_before = if has_more {
-            rows.last().map(|r| r.id)
-        } else {
-            None
+        let (rows, next_before) = match payload {
+            None => {
+                let mut rows = list_events(&self.db, &filter)
+                    .await
+                    .map_err(backend_error("could not read the inbox"))?;
+                let has_more = rows.len() as i64 > limit;
+                rows.truncate(limit as usize);
+                let next = if has_more {
+                    rows.last().map(|r| r.id)
+                } else {
+                    None
+                };
+                (rows, next)
+            }
+            Some(condition) => inbox_filters::scan_payloads(&self.db, filter, &condition, limit)
+                .await
+                .map_err(backend_error("could not read the inbox"))?,
         };
         Ok(InboxPage {
             events: rows

@@ -68,6 +68,12 @@ pub struct EventFilter {
     pub status: Option<String>,
     pub event_type: Option<String>,
     pub order_id: Option<String>,
+    pub event_id: Option<String>,
+    /// The correlation id of any of the event's deliveries.
+    pub correlation_id: Option<String>,
+    /// Received at or after / before these Unix ms.
+    pub since: Option<i64>,
+    pub until: Option<i64>,
     /// Keyset cursor: only events with a smaller inbox id.
     pub before: Option<i64>,
     pub limit: i64,
@@ -75,36 +81,80 @@ pub struct EventFilter {
 
 /// Latest events first.
 pub async fn list_events(db: &Db, filter: &EventFilter) -> anyhow::Result<Vec<EventRow>> {
+    let rows = filtered_events(db, filter, "").await?;
+    Ok(rows.into_iter().map(event_row).collect::<Result<_, _>>()?)
+}
+
+/// Latest events first, with their raw bodies (for filters on payload fields).
+pub async fn list_events_with_bodies(
+    db: &Db,
+    filter: &EventFilter,
+) -> anyhow::Result<Vec<(EventRow, Vec<u8>)>> {
+    let rows = filtered_events(db, filter, ", i.raw_body").await?;
+    rows.into_iter()
+        .map(|row| {
+            let body: Vec<u8> = row.try_get("raw_body")?;
+            Ok((event_row(row)?, body))
+        })
+        .collect()
+}
+
+async fn filtered_events(
+    db: &Db,
+    filter: &EventFilter,
+    extra_columns: &str,
+) -> anyhow::Result<Vec<AnyRow>> {
+    enum Arg<'a> {
+        Text(&'a str),
+        Int(i64),
+    }
     let mut clauses = Vec::new();
-    let mut text_args = Vec::new();
+    let mut args: Vec<Arg> = Vec::new();
     for (col, value) in [
         ("i.provider", &filter.provider),
         ("i.status", &filter.status),
         ("i.event_type", &filter.event_type),
         ("i.order_id", &filter.order_id),
+        ("i.event_id", &filter.event_id),
     ] {
         if let Some(v) = value {
-            text_args.push(v.clone());
-            clauses.push(format!("{col} = ${}", text_args.len()));
+            args.push(Arg::Text(v));
+            clauses.push(format!("{col} = ${}", args.len()));
         }
     }
-    let n = text_args.len();
-    clauses.push(format!("i.id < ${}", n + 1));
+    if let Some(correlation_id) = &filter.correlation_id {
+        args.push(Arg::Text(correlation_id));
+        clauses.push(format!(
+            "EXISTS (SELECT 1 FROM deliveries d WHERE d.correlation_id = ${} \
+             AND d.provider = i.provider AND d.event_id = i.event_id)",
+            args.len()
+        ));
+    }
+    if let Some(since) = filter.since {
+        args.push(Arg::Int(since));
+        clauses.push(format!("i.received_at >= ${}", args.len()));
+    }
+    if let Some(until) = filter.until {
+        args.push(Arg::Int(until));
+        clauses.push(format!("i.received_at < ${}", args.len()));
+    }
+    args.push(Arg::Int(filter.before.unwrap_or(i64::MAX)));
+    clauses.push(format!("i.id < ${}", args.len()));
+    args.push(Arg::Int(filter.limit.clamp(1, 5_000)));
     let sql = format!(
-        "SELECT {EVENT_COLUMNS} FROM inbox_events i WHERE {} ORDER BY i.id DESC LIMIT ${}",
+        "SELECT {EVENT_COLUMNS}{extra_columns} FROM inbox_events i WHERE {} \
+         ORDER BY i.id DESC LIMIT ${}",
         clauses.join(" AND "),
-        n + 2
+        args.len()
     );
     let mut q = sqlx::query(&sql);
-    for v in text_args {
-        q = q.bind(v);
+    for arg in args {
+        q = match arg {
+            Arg::Text(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+        };
     }
-    let rows = q
-        .bind(filter.before.unwrap_or(i64::MAX))
-        .bind(filter.limit.clamp(1, 1000))
-        .fetch_all(db.reader())
-        .await?;
-    Ok(rows.into_iter().map(event_row).collect::<Result<_, _>>()?)
+    Ok(q.fetch_all(db.reader()).await?)
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -22,6 +22,11 @@ pub fn InboxPage() -> impl IntoView {
                 status: q.get("status"),
                 event_type: q.get("type"),
                 order_id: q.get("order"),
+                event_id: q.get("event"),
+                correlation_id: q.get("correlation"),
+                since: q.get("since"),
+                until: q.get("until"),
+                payload: q.get("payload"),
                 before: q.get("before").and_then(|b| b.parse::<i64>().ok()),
             }
             .normalized()
@@ -81,6 +86,11 @@ fn InboxFilters(query: InboxQuery) -> impl IntoView {
             </label>
             <label>"Type " <input type="text" name="type" value=query.event_type.clone()/></label>
             <label>"Order " <input type="text" name="order" value=query.order_id.clone() size="14"/></label>
+            <label>"Event id " <input type="text" name="event" value=query.event_id.clone() size="14"/></label>
+            <label>"Correlation id " <input type="text" name="correlation" value=query.correlation_id.clone() size="14"/></label>
+            <label>"From (UTC) " <input type="text" name="since" value=query.since.clone() size="16" placeholder="2026-12-01T10:00"/></label>
+            <label>"To (UTC) " <input type="text" name="until" value=query.until.clone() size="16"/></label>
+            <label>"Payload " <input type="text" name="payload" value=query.payload.clone() size="28" placeholder="data.object.customer = cus_123"/></label>
             <button type="submit" class="button">"Filter"</button>
         </form>
     }
