@@ -4,7 +4,7 @@
 use chrono::{NaiveDate, NaiveDateTime, TimeZone, Utc};
 use serde_json::Value;
 
-use crate::store::read::{list_events_with_bodies, EventFilter, EventRow};
+use crate::store::read::{list_event_bodies, list_events, EventFilter, EventRow};
 use crate::store::Db;
 
 /// Events whose bodies a payload filter reads per page at most; the page then says where it
@@ -67,6 +67,16 @@ pub fn payload_condition(text: &str) -> Result<PayloadCondition, String> {
 /// Whether a stored body has the value at the path (a string equal to it, or a number or
 /// boolean that prints as it). A body that is not JSON never matches.
 pub fn matches(body: &[u8], condition: &PayloadCondition) -> bool {
+    // Most bodies do not hold the value at all: a byte search rules them out without
+    // parsing. Only for values JSON writes as they are (no escapes possible).
+    let plain = condition
+        .value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_-.:@+ ".contains(&b));
+    let needle = condition.value.as_bytes();
+    if plain && !needle.is_empty() && !body.windows(needle.len()).any(|w| w == needle) {
+        return false;
+    }
     let Ok(doc) = serde_json::from_slice::<Value>(body) else {
         return false;
     };
@@ -87,30 +97,48 @@ pub async fn scan_payloads(
     limit: i64,
 ) -> anyhow::Result<(Vec<EventRow>, Option<i64>)> {
     const BATCH: i64 = 500;
-    let mut found = Vec::new();
+    let mut matched = Vec::new();
     let mut scanned = 0;
-    loop {
+    let next = loop {
         filter.limit = BATCH;
-        let batch = list_events_with_bodies(db, &filter).await?;
+        let batch = list_event_bodies(db, &filter).await?;
         let exhausted = (batch.len() as i64) < BATCH;
-        for (row, body) in batch {
+        let mut full = false;
+        for (id, body) in batch {
             scanned += 1;
-            filter.before = Some(row.id);
+            filter.before = Some(id);
             if matches(&body, condition) {
-                found.push(row);
-                if found.len() as i64 == limit {
-                    // More may match further down: continue after this one.
-                    return Ok((found, filter.before));
+                matched.push(id);
+                if matched.len() as i64 == limit {
+                    full = true;
+                    break;
                 }
             }
         }
+        if full || (!exhausted && scanned >= PAYLOAD_SCAN) {
+            // More may match further down: continue after the last event read.
+            break filter.before;
+        }
         if exhausted {
-            return Ok((found, None));
+            break None;
         }
-        if scanned >= PAYLOAD_SCAN {
-            return Ok((found, filter.before));
-        }
+    };
+    // The full rows (with their delivery counts) only for the matches.
+    let mut rows = Vec::with_capacity(matched.len());
+    for id in matched {
+        let one = EventFilter {
+            before: Some(id + 1),
+            limit: 1,
+            ..filter.clone()
+        };
+        rows.extend(
+            list_events(db, &one)
+                .await?
+                .into_iter()
+                .filter(|r| r.id == id),
+        );
     }
+    Ok((rows, next))
 }
 
 #[cfg(test)]
@@ -153,5 +181,11 @@ mod tests {
         assert!(!check("data.object.customer = cus_999"));
         assert!(!check("data.object = cus_123"));
         assert!(!matches(b"not json", &payload_condition("a = b").unwrap()));
+        // A value JSON may escape is still found through the parser.
+        let escaped = br#"{"data": {"url": "https:\/\/example.com\/x"}}"#;
+        assert!(matches(
+            escaped,
+            &payload_condition("data.url = https://example.com/x").unwrap()
+        ));
     }
 }

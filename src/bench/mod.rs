@@ -6,6 +6,7 @@
 //! (pgbench with scripts/bench/*.sql, a bare SQLite loop). See BENCHMARKS.md.
 
 mod ceiling;
+mod dashboard;
 mod diagnose;
 mod failures;
 mod fixture;
@@ -71,6 +72,9 @@ pub struct BenchArgs {
     /// what query-planner statistics change.
     #[arg(long)]
     pub analyze_before_processing: bool,
+    /// Inbox size for the dashboard step [default: 1000000; 50000 with --quick].
+    #[arg(long)]
+    pub dashboard_events: Option<i64>,
     /// Where the SQLite files go [default: the system temp directory]. Use a directory on
     /// the disk you care about: fsync cost is most of the SQLite numbers.
     #[arg(long)]
@@ -94,6 +98,8 @@ pub enum Step {
     Failures,
     /// Kill -9 the binary mid-burst, restart it: seconds until every acknowledged event is applied.
     Recovery,
+    /// Every dashboard page timed over HTTP on an inbox of `--dashboard-events` events.
+    Dashboard,
     /// Not in the default run: the storage code without HTTP, fixed and varying batches.
     Diagnose,
 }
@@ -118,6 +124,7 @@ struct Ctx {
     secret: String,
     body0: String,
     rss_peak: Arc<AtomicU64>,
+    dashboard_events: i64,
 }
 
 /// One ingest level.
@@ -238,6 +245,7 @@ pub struct DbResults {
     pub latency: Vec<Latency>,
     pub storm: Option<Storm>,
     pub recovery: Option<recovery::Recovery>,
+    pub dashboard: Option<dashboard::DashboardRun>,
     pub diagnostics: Vec<diagnose::StoreRun>,
     pub rss_peak_kb: u64,
     /// Unauthenticated requests with 10,000 signature candidates: how fast they are refused.
@@ -296,6 +304,7 @@ impl DbResults {
             latency: vec![],
             storm: None,
             recovery: None,
+            dashboard: None,
             diagnostics: vec![],
             rss_peak_kb: 0,
             refusal: None,
@@ -370,6 +379,7 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
             Step::Storm,
             Step::Failures,
             Step::Recovery,
+            Step::Dashboard,
         ]
     } else {
         args.steps.clone()
@@ -387,6 +397,9 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
         secret: format!("whsec_bench_{}", uuid::Uuid::new_v4().simple()),
         body0: factory.body(0),
         rss_peak: Arc::new(AtomicU64::new(0)),
+        dashboard_events: args
+            .dashboard_events
+            .unwrap_or(if quick { 50_000 } else { 1_000_000 }),
     };
 
     // Peak resident memory, sampled while the server runs.
@@ -721,6 +734,35 @@ async fn bench_database(
         r.recovery = Some(recovered);
     }
 
+    // 7. The dashboard on a large inbox.
+    if on(Step::Dashboard) {
+        let events = ctx.dashboard_events;
+        progress(format!(
+            "{label}: dashboard pages on {events} events (real traffic, then the inbox multiplied in SQL)"
+        ));
+        let db = fixtures.fresh(kind, "dashboard").await?;
+        let run = dashboard::measure(
+            &ctx.base,
+            &db,
+            fixtures.dir(),
+            &ctx.secret,
+            events,
+            if ctx.quick { 10 } else { 30 },
+        )
+        .await?;
+        progress(format!(
+            "  {} events in the inbox after {:.1} s of seeding",
+            run.events, run.seed_secs
+        ));
+        for page in &run.pages {
+            progress(format!(
+                "  {}: p50 {:.1} ms, p99 {:.1} ms ({}; {})",
+                page.label, page.p50_ms, page.p99_ms, page.status, page.path
+            ));
+        }
+        r.dashboard = Some(run);
+    }
+
     if on(Step::Diagnose) {
         use diagnose::Sizes::*;
         let writers = match kind {
@@ -826,7 +868,7 @@ async fn count(db: &Db, sql: &str) -> anyhow::Result<i64> {
 const PENDING: &str = "SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing')";
 
 /// Waits (bounded) until no inbox row is waiting; returns whether it got there.
-async fn wait_drained(db: &Db, timeout: Duration) -> anyhow::Result<bool> {
+pub(crate) async fn wait_drained(db: &Db, timeout: Duration) -> anyhow::Result<bool> {
     let start = Instant::now();
     loop {
         if count(db, PENDING).await? == 0 {

@@ -395,6 +395,21 @@ fn render_db(o: &mut String, r: &DbResults) {
         "| peak RSS while the server ran | {} | | | | VmRSS sampled every 50 ms; includes the load generator |",
         mib(r.rss_peak_kb)
     );
+    if let Some(d) = &r.dashboard {
+        for page in &d.pages {
+            let _ = writeln!(
+                o,
+                "| dashboard on {} events: {} | HTTP {} | {} | {} | | `{}`, {} requests after one warm-up, admin session |",
+                thousands(d.events as f64),
+                page.label,
+                page.status,
+                ms(page.p50_ms),
+                ms(page.p99_ms),
+                page.path,
+                d.requests
+            );
+        }
+    }
     if let Some(c) = &r.recovery {
         let _ = writeln!(
             o,

@@ -81,28 +81,26 @@ pub struct EventFilter {
 
 /// Latest events first.
 pub async fn list_events(db: &Db, filter: &EventFilter) -> anyhow::Result<Vec<EventRow>> {
-    let rows = filtered_events(db, filter, "").await?;
+    let rows = filtered_events(db, filter, EVENT_COLUMNS).await?;
     Ok(rows.into_iter().map(event_row).collect::<Result<_, _>>()?)
 }
 
-/// Latest events first, with their raw bodies (for filters on payload fields).
-pub async fn list_events_with_bodies(
+/// Ids and raw bodies of the latest events matching the filter (for filters on payload
+/// fields: the full rows are read only for the matches).
+pub async fn list_event_bodies(
     db: &Db,
     filter: &EventFilter,
-) -> anyhow::Result<Vec<(EventRow, Vec<u8>)>> {
-    let rows = filtered_events(db, filter, ", i.raw_body").await?;
+) -> anyhow::Result<Vec<(i64, Vec<u8>)>> {
+    let rows = filtered_events(db, filter, "i.id, i.raw_body").await?;
     rows.into_iter()
-        .map(|row| {
-            let body: Vec<u8> = row.try_get("raw_body")?;
-            Ok((event_row(row)?, body))
-        })
+        .map(|row| Ok((row.try_get("id")?, row.try_get("raw_body")?)))
         .collect()
 }
 
 async fn filtered_events(
     db: &Db,
     filter: &EventFilter,
-    extra_columns: &str,
+    columns: &str,
 ) -> anyhow::Result<Vec<AnyRow>> {
     enum Arg<'a> {
         Text(&'a str),
@@ -124,9 +122,10 @@ async fn filtered_events(
     }
     if let Some(correlation_id) = &filter.correlation_id {
         args.push(Arg::Text(correlation_id));
+        // Uncorrelated, so both planners start from deliveries_correlation.
         clauses.push(format!(
-            "EXISTS (SELECT 1 FROM deliveries d WHERE d.correlation_id = ${} \
-             AND d.provider = i.provider AND d.event_id = i.event_id)",
+            "(i.provider, i.event_id) IN \
+             (SELECT d.provider, d.event_id FROM deliveries d WHERE d.correlation_id = ${})",
             args.len()
         ));
     }
@@ -142,7 +141,7 @@ async fn filtered_events(
     clauses.push(format!("i.id < ${}", args.len()));
     args.push(Arg::Int(filter.limit.clamp(1, 5_000)));
     let sql = format!(
-        "SELECT {EVENT_COLUMNS}{extra_columns} FROM inbox_events i WHERE {} \
+        "SELECT {columns} FROM inbox_events i WHERE {} \
          ORDER BY i.id DESC LIMIT ${}",
         clauses.join(" AND "),
         args.len()
