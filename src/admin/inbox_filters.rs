@@ -9,7 +9,7 @@ use crate::store::Db;
 
 /// Events whose bodies a payload filter reads per page at most; the page then says where it
 /// stopped and "Older →" goes on from there.
-pub const PAYLOAD_SCAN: i64 = 5_000;
+pub const PAYLOAD_SCAN: i64 = 3_000;
 
 /// `2026-12-01`, `2026-12-01T10:30`, `2026-12-01 10:30:15` (UTC) or RFC 3339, as Unix ms.
 pub fn utc_instant(label: &str, text: Option<&str>) -> Result<Option<i64>, String> {

@@ -222,7 +222,7 @@ pub async fn measure(
             "/events?payload=data.object.currency+%3D+eur".into(),
         ),
         (
-            "inbox, payload field matching nothing (reads 5,000 bodies)",
+            "inbox, payload field matching nothing (reads 3,000 bodies)",
             "/events?payload=data.object.customer+%3D+cus_nobody".into(),
         ),
         ("event", format!("/events/{any_id}")),
