@@ -193,9 +193,9 @@ impl AdminBackend for StoreBackend {
             .effect
             .as_ref()
             .map(|(_, winner, _, _)| winner.clone())
-            .filter(|winner| *winner != row.event_id);
+            .filter(|winner| *winner != row.event.event_id);
         let open_dead_letter = row.dead_letters.iter().any(|(_, s)| s == "open");
-        let outcome = match (row.status.as_str(), &collapsed_onto) {
+        let outcome = match (row.event.status.as_str(), &collapsed_onto) {
             (_, _) if open_dead_letter => {
                 "dead-lettered: waiting for an operator (see the dead letter)".to_string()
             }
@@ -208,13 +208,14 @@ impl AdminBackend for StoreBackend {
             },
             ("stale", _) => format!(
                 "stale: newer news had arrived{}",
-                row.reason
+                row.event
+                    .reason
                     .as_deref()
                     .map(|r| format!(" ({r})"))
                     .unwrap_or_default()
             ),
             ("pending" | "processing", _) => "waiting to be processed".to_string(),
-            (status, _) => match &row.reason {
+            (status, _) => match &row.event.reason {
                 Some(reason) => format!("{status}: {reason}"),
                 None => status.to_string(),
             },
@@ -225,21 +226,21 @@ impl AdminBackend for StoreBackend {
             .unwrap_or_else(|| String::from_utf8_lossy(&row.raw_body).into_owned());
         let errors = error_lines(row.error_history.as_deref());
         Ok(EventDetail {
-            id: row.id,
-            provider: row.provider,
-            event_id: row.event_id,
-            event_type: row.event_type,
-            api_version: row.api_version,
-            status: row.status,
-            reason: row.reason,
-            order_id: row.order_id,
-            effect_key: row.effect_key,
+            id: row.event.id,
+            provider: row.event.provider,
+            event_id: row.event.event_id,
+            event_type: row.event.event_type,
+            api_version: row.event.api_version,
+            status: row.event.status,
+            reason: row.event.reason,
+            order_id: row.event.order_id,
+            effect_key: row.event.effect_key,
             outcome,
             collapsed_onto,
-            attempts: row.attempts,
-            correlation_id: row.correlation_id,
-            received_at: row.received_at,
-            processed_at: row.processed_at,
+            attempts: row.event.attempts,
+            correlation_id: row.event.correlation_id,
+            received_at: row.event.received_at,
+            processed_at: row.event.processed_at,
             raw_size: row.raw_body.len(),
             payload_pretty,
             deliveries: row
@@ -337,7 +338,7 @@ impl AdminBackend for StoreBackend {
             .await
             .map_err(backend_error("reading the event"))?
             .ok_or(AppError::NotFound)?;
-        Ok((row.provider, row.event_id, row.raw_body))
+        Ok((row.event.provider, row.event.event_id, row.raw_body))
     }
 
     async fn dead_letters(&self, who: &Principal, query: DlqQuery) -> Result<DlqPage, AppError> {

@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Executor, Row};
 
 use super::read::rfc3339;
-use super::Db;
+use super::{bind_all, Db, SqlArg};
 use crate::failure::ErrorClass;
 
 pub const STAGE_PROCESSOR: &str = "processor";
@@ -197,23 +197,18 @@ pub struct DeadLetterFilter {
     pub limit: i64,
 }
 
-enum Arg {
-    Text(String),
-    Int(i64),
-}
-
 impl DeadLetterFilter {
-    fn where_clause(&self) -> (String, Vec<Arg>) {
+    fn where_clause(&self) -> (String, Vec<SqlArg>) {
         let mut clauses: Vec<String> = vec![];
-        let mut args: Vec<Arg> = vec![];
-        fn push(clauses: &mut Vec<String>, args: &mut Vec<Arg>, clause: &str, arg: Arg) {
+        let mut args: Vec<SqlArg> = vec![];
+        fn push(clauses: &mut Vec<String>, args: &mut Vec<SqlArg>, clause: &str, arg: SqlArg) {
             args.push(arg);
             clauses.push(clause.replace('?', &format!("${}", args.len())));
         }
         if !self.ids.is_empty() {
             let mut placeholders = vec![];
             for id in &self.ids {
-                args.push(Arg::Int(*id));
+                args.push(SqlArg::Int(*id));
                 placeholders.push(format!("${}", args.len()));
             }
             clauses.push(format!("id IN ({})", placeholders.join(", ")));
@@ -232,7 +227,7 @@ impl DeadLetterFilter {
                     &mut clauses,
                     &mut args,
                     &format!("{col} = ?"),
-                    Arg::Text(v.clone()),
+                    SqlArg::Text(v.clone()),
                 );
             }
         }
@@ -241,17 +236,17 @@ impl DeadLetterFilter {
                 &mut clauses,
                 &mut args,
                 "last_error LIKE ?",
-                Arg::Text(format!("%{text}%")),
+                SqlArg::Text(format!("%{text}%")),
             );
         }
         if let Some(t) = self.since {
-            push(&mut clauses, &mut args, "created_at >= ?", Arg::Int(t));
+            push(&mut clauses, &mut args, "created_at >= ?", SqlArg::Int(t));
         }
         if let Some(t) = self.until {
-            push(&mut clauses, &mut args, "created_at < ?", Arg::Int(t));
+            push(&mut clauses, &mut args, "created_at < ?", SqlArg::Int(t));
         }
         if let Some(b) = self.before {
-            push(&mut clauses, &mut args, "id < ?", Arg::Int(b));
+            push(&mut clauses, &mut args, "id < ?", SqlArg::Int(b));
         }
         let clause = if clauses.is_empty() {
             "1 = 1".to_string()
@@ -260,19 +255,6 @@ impl DeadLetterFilter {
         };
         (clause, args)
     }
-}
-
-fn bind_all<'q>(
-    mut q: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
-    args: Vec<Arg>,
-) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
-    for a in args {
-        q = match a {
-            Arg::Text(t) => q.bind(t),
-            Arg::Int(i) => q.bind(i),
-        };
-    }
-    q
 }
 
 /// Newest first.

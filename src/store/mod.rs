@@ -45,6 +45,26 @@ pub struct Db {
     rollup: std::sync::Arc<rollup::Rollup>,
 }
 
+/// A parameter of a query whose clauses are built at run time (filters).
+pub(crate) enum SqlArg {
+    Text(String),
+    Int(i64),
+}
+
+/// Binds built-up parameters in order, matching the `$n` the clauses were given.
+pub(crate) fn bind_all<'q>(
+    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    args: Vec<SqlArg>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    for arg in args {
+        q = match arg {
+            SqlArg::Text(t) => q.bind(t),
+            SqlArg::Int(i) => q.bind(i),
+        };
+    }
+    q
+}
+
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }

@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::Db;
+use super::{bind_all, Db, SqlArg};
 
 pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
@@ -39,11 +39,11 @@ pub struct EventRow {
     pub processed_at: Option<String>,
 }
 
-const EVENT_COLUMNS: &str = "i.id, i.provider, i.event_id, i.event_type, i.api_version, i.status, \
+pub(super) const EVENT_COLUMNS: &str = "i.id, i.provider, i.event_id, i.event_type, i.api_version, i.status, \
     i.reason, i.order_id, i.effect_key, i.attempts, i.correlation_id, i.received_at, i.processed_at, \
     (SELECT COUNT(*) FROM deliveries d WHERE d.provider = i.provider AND d.event_id = i.event_id) AS deliveries";
 
-fn event_row(row: AnyRow) -> Result<EventRow, sqlx::Error> {
+pub(super) fn event_row(row: AnyRow) -> Result<EventRow, sqlx::Error> {
     Ok(EventRow {
         id: row.try_get("id")?,
         provider: row.try_get("provider")?,
@@ -102,12 +102,8 @@ async fn filtered_events(
     filter: &EventFilter,
     columns: &str,
 ) -> anyhow::Result<Vec<AnyRow>> {
-    enum Arg<'a> {
-        Text(&'a str),
-        Int(i64),
-    }
     let mut clauses = Vec::new();
-    let mut args: Vec<Arg> = Vec::new();
+    let mut args: Vec<SqlArg> = Vec::new();
     for (col, value) in [
         ("i.provider", &filter.provider),
         ("i.status", &filter.status),
@@ -116,12 +112,12 @@ async fn filtered_events(
         ("i.event_id", &filter.event_id),
     ] {
         if let Some(v) = value {
-            args.push(Arg::Text(v));
+            args.push(SqlArg::Text(v.clone()));
             clauses.push(format!("{col} = ${}", args.len()));
         }
     }
     if let Some(correlation_id) = &filter.correlation_id {
-        args.push(Arg::Text(correlation_id));
+        args.push(SqlArg::Text(correlation_id.clone()));
         // Uncorrelated, so both planners start from deliveries_correlation.
         clauses.push(format!(
             "(i.provider, i.event_id) IN \
@@ -130,30 +126,25 @@ async fn filtered_events(
         ));
     }
     if let Some(since) = filter.since {
-        args.push(Arg::Int(since));
+        args.push(SqlArg::Int(since));
         clauses.push(format!("i.received_at >= ${}", args.len()));
     }
     if let Some(until) = filter.until {
-        args.push(Arg::Int(until));
+        args.push(SqlArg::Int(until));
         clauses.push(format!("i.received_at < ${}", args.len()));
     }
-    args.push(Arg::Int(filter.before.unwrap_or(i64::MAX)));
+    args.push(SqlArg::Int(filter.before.unwrap_or(i64::MAX)));
     clauses.push(format!("i.id < ${}", args.len()));
-    args.push(Arg::Int(filter.limit.clamp(1, 5_000)));
+    args.push(SqlArg::Int(filter.limit.clamp(1, 5_000)));
     let sql = format!(
         "SELECT {columns} FROM inbox_events i WHERE {} \
          ORDER BY i.id DESC LIMIT ${}",
         clauses.join(" AND "),
         args.len()
     );
-    let mut q = sqlx::query(&sql);
-    for arg in args {
-        q = match arg {
-            Arg::Text(v) => q.bind(v),
-            Arg::Int(v) => q.bind(v),
-        };
-    }
-    Ok(q.fetch_all(db.reader()).await?)
+    Ok(bind_all(sqlx::query(&sql), args)
+        .fetch_all(db.reader())
+        .await?)
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
