@@ -12,7 +12,6 @@ use common::{Kind, TestApp};
 use oncehook::admin::StoreBackend;
 use oncehook::config::Providers;
 use oncehook::store::{now_ms, users};
-use reqwest::header::COOKIE;
 
 both!(
     only_admins_read_the_audit_log_and_users,
@@ -133,30 +132,22 @@ async fn the_admin_pages_over_http(kind: Kind) {
     let app = TestApp::spawn(kind).await;
     let admin = app.sign_in("ada", Role::Admin).await;
     let viewer = app.sign_in("vera", Role::Viewer).await;
-    let get = |path: &'static str, cookie: String| {
-        let http = app.http.clone();
-        let url = format!("{}{path}", app.url);
-        async move {
-            let r = http.get(url).header(COOKIE, cookie).send().await.unwrap();
-            (r.status().as_u16(), r.text().await.unwrap())
-        }
-    };
-    let (status, html) = get("/admin/audit", admin.clone()).await;
+    let (status, html) = app.page("/admin/audit", &admin).await;
     assert_eq!(status, 200);
     assert!(html.contains("id=\"audit-table\""));
     assert!(html.contains(">sign_in<"), "sign-ins are in the log");
-    let (status, html) = get("/admin/users", admin.clone()).await;
+    let (status, html) = app.page("/admin/users", &admin).await;
     assert_eq!(status, 200);
     assert!(html.contains("id=\"users-table\"") && html.contains("vera"));
     assert!(!html.contains("$argon2"), "no password hash on the page");
-    let (_, home) = get("/", admin).await;
+    let (_, home) = app.page("/", &admin).await;
     assert!(home.contains("id=\"admin-audit\""), "admins get the links");
     for path in ["/admin/audit", "/admin/users"] {
-        let (status, html) = get(path, viewer.clone()).await;
+        let (status, html) = app.page(path, &viewer).await;
         assert_eq!(status, 403, "{path}");
         assert!(!html.contains("audit-table") && !html.contains("users-table"));
     }
-    let (_, home) = get("/", viewer).await;
+    let (_, home) = app.page("/", &viewer).await;
     assert!(!home.contains("id=\"admin-audit\""));
     app.shutdown().await;
 }

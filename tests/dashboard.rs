@@ -158,15 +158,7 @@ async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
     let viewer = app.sign_in("vera", Role::Viewer).await;
 
     // The page shows no redrive button to a viewer…
-    let html = client()
-        .get(format!("{}/dlq", app.url))
-        .header(COOKIE, &viewer)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = app.page("/dlq", &viewer).await.1;
     assert!(html.contains(&format!("id=\"dead-letter-{id}\"")), "{html}");
     assert!(!html.contains("class=\"button redrive\""));
 
@@ -334,30 +326,17 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
         .unwrap();
     assert_eq!(due.due_within_24h, 1);
     // The page, rendered for the operator, shows the outcome and the item that is left.
-    let html = client()
-        .get(format!("{}/dlq", app.url))
-        .header(COOKIE, &operator)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = app.page("/dlq", &operator).await.1;
     assert!(html.contains("id=\"recent-redrives\""));
     assert!(html.contains("payment arrived"));
     assert!(html.contains(&format!("id=\"dead-letter-{other_id}\"")));
     assert!(!html.contains(&format!("id=\"dead-letter-{id}\"")));
     assert!(html.contains("class=\"button redrive\""));
     assert!(html.contains("due within 24 h 1"));
-    let html = client()
-        .get(format!("{}/dlq?id={id}&status=redriven", app.url))
-        .header(COOKIE, &operator)
-        .send()
+    let html = app
+        .page(&format!("/dlq?id={id}&status=redriven"), &operator)
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .1;
     assert!(html.contains("id=\"dlq-history\""));
     assert!(html.contains("Failed attempts (3)"));
 }
@@ -724,15 +703,7 @@ async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
 
     // The page reads the same filters from its URL.
     let viewer = app.sign_in("vera", Role::Viewer).await;
-    let html = client()
-        .get(format!("{}/events?order=order-b", app.url))
-        .header(COOKIE, &viewer)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = app.page("/events?order=order-b", &viewer).await.1;
     assert!(html.contains("evt_3") && html.contains("evt_4"));
     assert!(!html.contains(">evt_1<"));
 }

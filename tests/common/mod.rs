@@ -221,6 +221,20 @@ impl TestApp {
         self.sign_in_at(&self.url.clone(), name, role).await
     }
 
+    /// A page as a signed-in browser gets it (redirects not followed): status and body.
+    pub async fn page(&self, path: &str, cookie: &str) -> (u16, String) {
+        let response = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .get(format!("{}{path}", self.url))
+            .header(reqwest::header::COOKIE, cookie)
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
     /// The same at another address of this server (the admin listener).
     pub async fn sign_in_at(&self, base: &str, name: &str, role: app::backend::Role) -> String {
         let passwords = oncehook::auth::password::Passwords::new(1).await.unwrap();
