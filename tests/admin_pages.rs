@@ -36,6 +36,7 @@ fn principal(name: &str, role: Role) -> Principal {
 }
 
 async fn only_admins_read_the_audit_log_and_users(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let backend = backend(&app);
     for n in 0..105 {

@@ -71,6 +71,7 @@ async fn refunded_order(app: &TestApp) {
 }
 
 async fn support_finds_a_refunded_order_by_any_id_and_reads_why(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     refunded_order(&app).await;
     // A refund for a payment nobody announced: dead-lettered, and it belongs to no order.

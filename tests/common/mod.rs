@@ -49,10 +49,12 @@ macro_rules! both {
     };
 }
 
-/// Page renders of several dashboards in one process, each on its own test runtime, can
-/// hang for good when one of those runtimes shuts down mid-flight (see
-/// `web::dashboard::tests::on_one_runtime`; the server builds one router on one runtime
-/// and never does this). Tests that start a server and render pages take turns.
+/// A page render in a test process where other tests run servers on their own runtimes
+/// can hang for good (seen three times in CI: a render waited until the request timeout
+/// while another test's runtime started or shut down; see
+/// `web::dashboard::tests::on_one_runtime`). The server runs one router on one runtime and
+/// has not shown it (the e2e suite, the 1M-event dashboard bench). Every test in a binary
+/// that renders pages takes this turn, so no other test server runs beside a render.
 static DASHBOARD_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 pub async fn dashboard_turn() -> tokio::sync::MutexGuard<'static, ()> {
