@@ -69,6 +69,11 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::auth::cli::UserCommand,
     },
+    /// API tokens for /api/v1: add (printed once), list, revoke.
+    Token {
+        #[command(subcommand)]
+        command: crate::api::cli::TokenCommand,
+    },
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -306,6 +311,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;
             crate::auth::cli::run(&db, command).await
+        }
+        Command::Token { command } => {
+            let settings = cli.common.settings(None)?;
+            let db = open(&settings).await?;
+            crate::api::cli::run(&db, command).await
         }
         Command::Config {
             command: ConfigCommand::Check,

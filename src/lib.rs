@@ -1,6 +1,7 @@
 //! oncehook: signed payment webhooks in, exactly one business effect out.
 pub mod admin;
 pub mod alerts;
+pub mod api;
 pub mod auth;
 pub mod bench;
 pub mod cli;

@@ -7,6 +7,7 @@ use std::fmt;
 
 /// What a person may do. Ordered: each role can do everything the ones before it can.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub enum Role {
     /// Support staff and managers: read everything.
     Viewer,
@@ -60,6 +61,7 @@ impl Principal {
 
 /// One row of the inbox page: an event as the receiver stored it and the processor filed it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct InboxEventView {
     pub id: i64,
     pub provider: String,
@@ -77,6 +79,7 @@ pub struct InboxEventView {
 
 /// A page of the inbox, newest first, with the keyset cursor for the next page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct InboxPage {
     pub events: Vec<InboxEventView>,
     /// Pass as `before` to get the next (older) page; `None` on the last page.
@@ -158,6 +161,7 @@ impl InboxQuery {
 
 /// One delivery of an event by the provider.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct DeliveryView {
     pub received_at: String,
     pub duplicate: bool,
@@ -166,6 +170,7 @@ pub struct DeliveryView {
 
 /// Everything about one received event.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct EventDetail {
     pub id: i64,
     pub provider: String,
@@ -198,6 +203,7 @@ pub struct EventDetail {
 /// One order as support staff read it: why it is in its status, its money, the provider
 /// resources behind it and its whole story in time order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct OrderDetail {
     pub order_id: String,
     pub status: String,
@@ -220,6 +226,7 @@ pub struct OrderDetail {
 
 /// A provider resource of the order (payment intent, refund, dispute) and its latest state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct OrderResourceView {
     pub kind: String,
     pub resource_id: String,
@@ -233,6 +240,7 @@ pub struct OrderResourceView {
 
 /// One moment of an order's story.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct TimelineEntry {
     /// RFC 3339, UTC.
     pub at: String,
@@ -267,6 +275,7 @@ impl SearchHit {
 
 /// The overview's time range: `1h` (per minute), `24h` (per 15 minutes), `7d` (per 2 hours).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub enum Range {
     Hour,
     Day,
@@ -321,6 +330,7 @@ impl Range {
 
 /// One bar of the overview's charts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct OverviewPoint {
     /// RFC 3339, UTC: the bucket's start.
     pub start: String,
@@ -334,6 +344,7 @@ pub struct OverviewPoint {
 
 /// Money moved in one currency, minor units.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct MoneyMoved {
     pub currency: String,
     pub paid: i64,
@@ -343,6 +354,7 @@ pub struct MoneyMoved {
 
 /// "Is the payment integration healthy?" on one page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Overview {
     pub range: Range,
     /// Events received (first deliveries) and redeliveries.
@@ -451,6 +463,8 @@ pub struct UserView {
 /// Which dead letters a page or an action is about. Empty fields match everything; the
 /// status defaults to `open`. It lives in the page's URL, so a view can be shared.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema, utoipa::IntoParams))]
+#[cfg_attr(feature = "ssr", into_params(parameter_in = Query))]
 pub struct DlqQuery {
     /// One dead letter.
     pub id: Option<i64>,
@@ -513,6 +527,7 @@ pub fn percent_encode(text: &str) -> String {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct DeadLetterView {
     pub id: i64,
     pub stage: String,
@@ -534,6 +549,7 @@ pub struct DeadLetterView {
 
 /// Dead letters sharing an error class and message, oldest first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct DeadLetterGroup {
     pub class: String,
     pub error: String,
@@ -543,6 +559,7 @@ pub struct DeadLetterGroup {
 
 /// A redrive already done, with what became of its item since.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct RedriveView {
     pub dead_letter_id: i64,
     pub event_id: Option<String>,
@@ -557,6 +574,7 @@ pub struct RedriveView {
 
 /// What a redrive did or, for a dry run, would do, per dead letter.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct RedriveOutcome {
     pub dead_letter_id: i64,
     pub event_id: Option<String>,
@@ -565,6 +583,7 @@ pub struct RedriveOutcome {
 
 /// A dry run over everything a query matches (not only what one page shows).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct RedrivePreview {
     pub matching: usize,
     /// The first predictions (at most a few hundred).
@@ -572,6 +591,7 @@ pub struct RedrivePreview {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct DlqPage {
     pub open: i64,
     pub oldest_open_age_secs: Option<i64>,
@@ -590,6 +610,7 @@ pub struct DlqPage {
 
 /// Every failed attempt of one dead letter and every redrive of it, oldest first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct DeadLetterHistory {
     pub id: i64,
     /// "time · class · error", oldest first.
@@ -598,6 +619,7 @@ pub struct DeadLetterHistory {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct RedriveRecordView {
     pub actor: String,
     pub reason: Option<String>,

@@ -31,11 +31,11 @@ pub enum UserCommand {
     ResetPassword { name: String },
 }
 
-fn parse_role(text: &str) -> Result<Role, String> {
+pub fn parse_role(text: &str) -> Result<Role, String> {
     Role::parse(text).ok_or_else(|| "viewer, operator or admin".to_string())
 }
 
-fn cli_actor() -> String {
+pub fn cli_actor() -> String {
     format!(
         "{}@cli",
         std::env::var("USER").unwrap_or_else(|_| "unknown".into())

@@ -12,6 +12,7 @@ pub mod outbox;
 pub mod queue;
 pub mod read;
 pub mod rollup;
+pub mod tokens;
 pub mod triage;
 pub mod users;
 

@@ -41,6 +41,10 @@ pub fn router(parts: WebParts) -> Router {
         // session. It shows counts and ages, never payloads or ids.
         router = router.route("/metrics", get(metrics).with_state(parts.db.clone()));
     }
+    if let Some((backend, _)) = &parts.dashboard {
+        // Beside the dashboard, outside its sign-in and CSRF layers: bearer tokens only.
+        router = router.merge(crate::api::router(backend.clone(), parts.db.clone()));
+    }
     if let Some((backend, site_root)) = parts.dashboard {
         let dashboard = dashboard::dashboard_router(backend, site_root);
         router = router.merge(match &parts.access {

@@ -1,0 +1,252 @@
+//! Bearer tokens for `/api/v1`: a name, a role and an expiry; only the token's SHA-256 is
+//! stored, and the token itself is shown once, when it is made.
+
+use anyhow::Context;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+
+use super::read::rfc3339;
+use super::users::valid_username;
+use super::Db;
+
+/// Every token starts with this, so secret scanners and people recognise one.
+pub const TOKEN_PREFIX: &str = "oh_";
+/// How many of the token's first characters are kept to tell tokens apart.
+const SHOWN_PREFIX_CHARS: usize = 10;
+/// `last_used_at` is written at most this often per token, so a busy API client does not
+/// turn every read into a write.
+const TOUCH_EVERY_MS: i64 = 60_000;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TokenRow {
+    pub id: i64,
+    pub name: String,
+    /// The token's first characters (`oh_AbCdEfG`), never the whole token.
+    pub prefix: String,
+    /// viewer | operator | admin
+    pub role: String,
+    pub created_by: String,
+    pub created_at: String,
+    pub expires_at: String,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+    /// Unix ms, for the checks.
+    #[serde(skip)]
+    pub expires_at_ms: i64,
+    #[serde(skip)]
+    pub last_used_at_ms: Option<i64>,
+}
+
+impl TokenRow {
+    pub fn is_live(&self, now: i64) -> bool {
+        self.revoked_at.is_none() && self.expires_at_ms > now
+    }
+}
+
+const COLUMNS: &str =
+    "id, name, prefix, role, created_by, created_at, expires_at, last_used_at, revoked_at";
+
+fn token_row(row: &sqlx::any::AnyRow) -> Result<TokenRow, sqlx::Error> {
+    let expires_at_ms: i64 = row.try_get(6)?;
+    let last_used_at_ms: Option<i64> = row.try_get(7)?;
+    Ok(TokenRow {
+        id: row.try_get(0)?,
+        name: row.try_get(1)?,
+        prefix: row.try_get(2)?,
+        role: row.try_get(3)?,
+        created_by: row.try_get(4)?,
+        created_at: rfc3339(row.try_get(5)?),
+        expires_at: rfc3339(expires_at_ms),
+        last_used_at: last_used_at_ms.map(rfc3339),
+        revoked_at: row.try_get::<Option<i64>, _>(8)?.map(rfc3339),
+        expires_at_ms,
+        last_used_at_ms,
+    })
+}
+
+/// Hex SHA-256 of a token: what is stored and looked up.
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// A new token: the prefix and 256 random bits, base64url.
+pub fn generate_token() -> String {
+    use base64::Engine;
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+pub struct NewToken<'a> {
+    pub name: &'a str,
+    pub role: &'a str,
+    pub created_by: &'a str,
+    pub now: i64,
+    pub expires_at: i64,
+}
+
+/// Makes a token and writes its audit row in the same transaction; returns the row and the
+/// token, which exists nowhere else afterwards. Fails when a live token has that name.
+pub async fn create(
+    db: &Db,
+    new: &NewToken<'_>,
+    source: Option<&str>,
+) -> anyhow::Result<(TokenRow, String)> {
+    anyhow::ensure!(
+        valid_username(new.name),
+        "token names are 1-64 letters, digits or . _ @ -"
+    );
+    anyhow::ensure!(new.expires_at > new.now, "the expiry must be in the future");
+    let token = generate_token();
+    let prefix: String = token.chars().take(SHOWN_PREFIX_CHARS).collect();
+    let mut tx = db.writer().begin().await?;
+    let taken: Option<i64> =
+        sqlx::query("SELECT id FROM api_tokens WHERE name = $1 AND revoked_at IS NULL")
+            .bind(new.name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| r.try_get(0))
+            .transpose()?;
+    anyhow::ensure!(
+        taken.is_none(),
+        "a token named {} exists; revoke it first",
+        new.name
+    );
+    let row = sqlx::query(&format!(
+        "INSERT INTO api_tokens (name, token_hash, prefix, role, created_by, created_at, \
+         expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+    ))
+    .bind(new.name)
+    .bind(token_hash(&token))
+    .bind(&prefix)
+    .bind(new.role)
+    .bind(new.created_by)
+    .bind(new.now)
+    .bind(new.expires_at)
+    .fetch_one(&mut *tx)
+    .await
+    .context("storing the token")?;
+    let row = token_row(&row)?;
+    audit_in(
+        &mut tx,
+        new.created_by,
+        "api_token.add",
+        &row,
+        &format!("role {}, expires {}", row.role, row.expires_at),
+        source,
+        new.now,
+    )
+    .await?;
+    super::commit_checked(tx).await?;
+    Ok((row, token))
+}
+
+async fn audit_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    actor: &str,
+    action: &str,
+    row: &TokenRow,
+    details: &str,
+    source: Option<&str>,
+    now: i64,
+) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO audit_log (actor, action, target, reason, details, source, at) \
+         VALUES ($1, $2, $3, NULL, $4, $5, $6)",
+    )
+    .bind(actor)
+    .bind(action)
+    .bind(format!("api_token:{} ({})", row.name, row.prefix))
+    .bind(details)
+    .bind(source)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Every token, live ones first, newest first within.
+pub async fn list(db: &Db) -> anyhow::Result<Vec<TokenRow>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM api_tokens \
+         ORDER BY CASE WHEN revoked_at IS NULL THEN 0 ELSE 1 END, id DESC"
+    ))
+    .fetch_all(db.reader())
+    .await?;
+    Ok(rows.iter().map(token_row).collect::<Result<_, _>>()?)
+}
+
+/// Revokes the live token with this name (it stops working at once); audited.
+pub async fn revoke(
+    db: &Db,
+    name: &str,
+    actor: &str,
+    source: Option<&str>,
+    now: i64,
+) -> anyhow::Result<TokenRow> {
+    let mut tx = db.writer().begin().await?;
+    let row = sqlx::query(&format!(
+        "UPDATE api_tokens SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL \
+         RETURNING {COLUMNS}"
+    ))
+    .bind(now)
+    .bind(name)
+    .fetch_optional(&mut *tx)
+    .await?
+    .with_context(|| format!("no live token named {name}"))?;
+    let row = token_row(&row)?;
+    audit_in(&mut tx, actor, "api_token.revoke", &row, "", source, now).await?;
+    super::commit_checked(tx).await?;
+    Ok(row)
+}
+
+/// The token a bearer presents, when it is live: not revoked, not expired. Records its use
+/// (at most once a minute per token).
+pub async fn authenticate(db: &Db, token: &str, now: i64) -> anyhow::Result<Option<TokenRow>> {
+    // Looked up by hash: the comparison happens on a digest the caller cannot steer, so its
+    // timing says nothing about the stored tokens.
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM api_tokens WHERE token_hash = $1"
+    ))
+    .bind(token_hash(token))
+    .fetch_optional(db.reader())
+    .await?;
+    let Some(row) = row.as_ref().map(token_row).transpose()? else {
+        return Ok(None);
+    };
+    if !row.is_live(now) {
+        return Ok(None);
+    }
+    if row
+        .last_used_at_ms
+        .is_none_or(|last| now - last >= TOUCH_EVERY_MS)
+    {
+        sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2")
+            .bind(now)
+            .bind(row.id)
+            .execute(db.writer())
+            .await?;
+    }
+    Ok(Some(row))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_prefixed_random_and_hashed() {
+        let a = generate_token();
+        let b = generate_token();
+        assert!(a.starts_with(TOKEN_PREFIX));
+        assert_eq!(a.len(), TOKEN_PREFIX.len() + 43, "{a}");
+        assert_ne!(a, b);
+        assert_eq!(token_hash(&a).len(), 64);
+        assert_ne!(token_hash(&a), token_hash(&b));
+    }
+}
