@@ -193,10 +193,8 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         crate::auth::Access::start(&db, &settings.dashboard, shutdown.clone()).await?;
     background.push(sweeper);
     let dashboard = Some((
-        Arc::new(StoreBackend {
-            db: db.clone(),
-            providers: providers.clone(),
-        }) as Arc<dyn app::backend::AdminBackend>,
+        Arc::new(StoreBackend::new(db.clone(), providers.clone()).with_settings(&settings)?)
+            as Arc<dyn app::backend::AdminBackend>,
         settings.site_root.clone(),
     ));
     let mut http = Vec::new();

@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use app::api::{CloseDeadLetter, RedriveDeadLetters};
 use app::backend::{AdminBackend, DlqQuery, InboxQuery, Principal, Role};
 use app::error::AppError;
@@ -14,7 +12,6 @@ use common::fixtures::*;
 use common::{snapshot, Kind, TestApp};
 use leptos::server_fn::ServerFn;
 use oncehook::admin::StoreBackend;
-use oncehook::config::Providers;
 use oncehook::store::users;
 use reqwest::header::COOKIE;
 use reqwest::StatusCode;
@@ -40,10 +37,7 @@ async fn app(kind: Kind) -> TestApp {
 }
 
 fn backend(app: &TestApp) -> StoreBackend {
-    StoreBackend {
-        db: app.db.clone(),
-        providers: Arc::new(Providers::build(&app.settings.providers).unwrap()),
-    }
+    app.backend()
 }
 
 fn principal(name: &str, role: Role) -> Principal {
@@ -128,15 +122,8 @@ async fn post_server_fn(
     cookie: &str,
     form: &[(&str, &str)],
 ) -> (StatusCode, String) {
-    let response = client()
-        .post(format!("{}{path}", app.url))
-        .header(COOKIE, cookie)
-        .header("Origin", &app.url)
-        .form(form)
-        .send()
-        .await
-        .unwrap();
-    (response.status(), response.text().await.unwrap())
+    let (status, body) = app.post_form(path, cookie, None, form).await;
+    (StatusCode::from_u16(status).unwrap(), body)
 }
 
 async fn refused_actions(app: &TestApp, actor: &str) -> Vec<(String, String, Option<String>)> {

@@ -4,14 +4,11 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use app::backend::{AdminBackend, Role, SearchHit};
 use app::error::AppError;
 use common::fixtures::*;
 use common::{Kind, TestApp};
 use oncehook::admin::StoreBackend;
-use oncehook::config::Providers;
 use reqwest::header::{ACCEPT, COOKIE, LOCATION};
 
 both!(
@@ -29,10 +26,7 @@ async fn app(kind: Kind) -> TestApp {
 }
 
 fn backend(app: &TestApp) -> StoreBackend {
-    StoreBackend {
-        db: app.db.clone(),
-        providers: Arc::new(Providers::build(&app.settings.providers).unwrap()),
-    }
+    app.backend()
 }
 
 /// Order 78452: paid 50.00 EUR (delivered twice), refunded in two parts that arrive newest

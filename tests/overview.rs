@@ -4,13 +4,9 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use app::backend::{AdminBackend, MoneyMoved, Range, Role};
 use common::fixtures::*;
 use common::{now_secs, Kind, TestApp};
-use oncehook::admin::StoreBackend;
-use oncehook::config::Providers;
 use reqwest::header::COOKIE;
 
 both!(the_overview_counts_what_was_received_processed_and_moved);
@@ -41,10 +37,7 @@ async fn the_overview_counts_what_was_received_processed_and_moved(kind: Kind) {
 
     // The server writes its counts behind every 5 s; the test does not wait for the tick.
     app.db.rollup().flush(&app.db).await.unwrap();
-    let backend = StoreBackend {
-        db: app.db.clone(),
-        providers: Arc::new(Providers::build(&app.settings.providers).unwrap()),
-    };
+    let backend = app.backend();
     let o = backend.overview(Range::Hour).await.unwrap();
     assert_eq!((o.received, o.duplicates, o.signature_failures), (3, 1, 1));
     assert_eq!((o.filed, o.dead, o.retries), (3, 1, 0), "{o:#?}");

@@ -227,3 +227,53 @@ pub async fn close_dead_letter(id: i64, action: String, reason: String) -> Resul
             .await,
     )
 }
+
+#[server]
+pub async fn load_settings() -> Result<crate::backend::SettingsView, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+    with_status(signed_in())?;
+    with_status(expect_context::<Arc<dyn AdminBackend>>().settings().await)
+}
+
+#[server]
+pub async fn load_api_tokens() -> Result<crate::backend::ApiTokensPage, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+    let who = with_status(signed_in())?;
+    with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .api_tokens(&who)
+            .await,
+    )
+}
+
+/// Makes a token (admin); the token page shows it once, next time it loads. Plain
+/// arguments, so the form posts without JavaScript.
+#[server]
+pub async fn create_api_token(
+    name: String,
+    role: String,
+    expires_in_days: u32,
+) -> Result<(), AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+    let who = with_status(signed_in())?;
+    with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .create_api_token(&who, name, role, expires_in_days)
+            .await,
+    )
+}
+
+#[server]
+pub async fn revoke_api_token(name: String) -> Result<(), AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+    let who = with_status(signed_in())?;
+    with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .revoke_api_token(&who, name)
+            .await,
+    )
+}

@@ -627,6 +627,71 @@ pub struct RedriveRecordView {
     pub at: String,
 }
 
+/// The effective configuration as people read it: every key, secrets shown as
+/// `<redacted>`, and each provider's event mapping.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SettingsView {
+    pub sections: Vec<SettingsSection>,
+    pub mappings: Vec<MappingView>,
+}
+
+/// One table of the configuration (`processor`, `providers: stripe`…): (key, value) pairs,
+/// nested keys dotted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SettingsSection {
+    pub title: String,
+    pub entries: Vec<(String, String)>,
+}
+
+/// How one provider's event types become business changes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MappingView {
+    pub provider: String,
+    pub min_api_version: Option<String>,
+    pub rules: Vec<MappingRuleView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MappingRuleView {
+    pub event_type: String,
+    /// `pay`, or `by /data/object/status: succeeded → refund, failed → refund_failed`.
+    pub transition: String,
+    /// JSON pointers, first present wins, joined with ` | `.
+    pub order_id: String,
+    pub external_ref: String,
+    pub amount: String,
+}
+
+/// An API token as admins see it (never the token, only its first characters).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApiTokenView {
+    pub name: String,
+    pub prefix: String,
+    pub role: String,
+    /// live | expired | revoked
+    pub state: String,
+    pub created_by: String,
+    pub created_at: String,
+    pub expires_at: String,
+    pub last_used_at: Option<String>,
+}
+
+/// A token just made, shown to the admin who made it on their next view of the token
+/// page, and never again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RevealedToken {
+    pub name: String,
+    pub role: String,
+    pub expires_at: String,
+    pub token: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApiTokensPage {
+    pub tokens: Vec<ApiTokenView>,
+    pub revealed: Option<RevealedToken>,
+}
+
 #[cfg(feature = "ssr")]
 use crate::error::AppError;
 
@@ -712,6 +777,32 @@ pub trait AdminBackend: Send + Sync + 'static {
         _resolve: bool,
         _reason: String,
     ) -> Result<(), AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// The effective configuration, secrets hidden (anyone signed in).
+    async fn settings(&self) -> Result<SettingsView, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// Every API token, and the one this admin just made if it was not shown yet (admin).
+    async fn api_tokens(&self, _who: &Principal) -> Result<ApiTokensPage, AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// Makes an API token (admin); the next `api_tokens` of this admin reveals it once.
+    async fn create_api_token(
+        &self,
+        _who: &Principal,
+        _name: String,
+        _role: String,
+        _expires_in_days: u32,
+    ) -> Result<(), AppError> {
+        Err(AppError::NotFound)
+    }
+
+    /// Revokes the live token with this name (admin).
+    async fn revoke_api_token(&self, _who: &Principal, _name: String) -> Result<(), AppError> {
         Err(AppError::NotFound)
     }
 }

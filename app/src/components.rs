@@ -18,6 +18,7 @@ pub fn TopBar() -> impl IntoView {
                 <A href="/">"Overview"</A>
                 <A href="/events">"Inbox"</A>
                 <A href="/dlq">"Dead letters"</A>
+                <A href="/settings">"Settings"</A>
             </nav>
             <form class="search" method="get" action="/search" role="search">
                 <label class="visually-hidden" for="search-box">"Find an order"</label>
@@ -45,6 +46,7 @@ fn UserMenu() -> impl IntoView {
                         {(user.role == crate::backend::Role::Admin).then(|| view! {
                             <a href="/admin/audit" id="admin-audit">"Audit log"</a>
                             <a href="/admin/users" id="admin-users">"Users"</a>
+                            <a href="/admin/tokens" id="admin-tokens">"API tokens"</a>
                         })}
                         <form method="post" action="/auth/sign-out" class="inline">
                             <button type="submit" class="button link" id="sign-out">"Sign out"</button>

@@ -18,7 +18,7 @@ use leptos_router::{
 };
 use pages::{
     access::{ChangePasswordPage, SignInPage},
-    admin::{AuditLogPage, UsersPage},
+    admin::{AuditLogPage, TokensPage, UsersPage},
     dlq::DlqPage,
     event::EventPage,
     inbox::InboxPage,
@@ -26,6 +26,7 @@ use pages::{
     order::OrderPage,
     overview::OverviewPage,
     search::SearchPage,
+    settings::SettingsPage,
 };
 
 /// Inline, so the icon never costs a request or a 404 when `public/` was not deployed.
@@ -82,6 +83,8 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/dlq") view=DlqPage ssr=SsrMode::Async/>
                         <Route path=path!("/admin/audit") view=AuditLogPage ssr=SsrMode::Async/>
                         <Route path=path!("/admin/users") view=UsersPage ssr=SsrMode::Async/>
+                        <Route path=path!("/admin/tokens") view=TokensPage ssr=SsrMode::Async/>
+                        <Route path=path!("/settings") view=SettingsPage ssr=SsrMode::Async/>
                         <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async/>
                         <Route path=path!("/change-password") view=ChangePasswordPage ssr=SsrMode::Async/>
                     </Routes>

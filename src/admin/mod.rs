@@ -3,6 +3,8 @@
 mod inbox_filters;
 mod order;
 mod overview;
+pub mod settings;
+pub mod tokens;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use app::backend::{
     InboxQuery, OrderDetail, Overview, Principal, Range, RedriveOutcome, RedrivePreview,
     RedriveRecordView, RedriveView, Role, SearchHit, UserView,
 };
+use app::backend::{ApiTokensPage, RevealedToken, SettingsView};
 use app::error::AppError;
 
 use crate::config::Providers;
@@ -39,6 +42,10 @@ pub struct StoreBackend {
     pub db: Db,
     /// For dry-run predictions (how each event would map now).
     pub providers: Arc<Providers>,
+    /// The Settings page (built once at start: the configuration does not change while
+    /// the process runs).
+    pub settings: Arc<SettingsView>,
+    revealed: tokens::RevealedTokens,
 }
 
 fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
@@ -78,6 +85,21 @@ fn error_lines(history: Option<&str>) -> Vec<String> {
 }
 
 impl StoreBackend {
+    pub fn new(db: Db, providers: Arc<Providers>) -> StoreBackend {
+        StoreBackend {
+            db,
+            providers,
+            settings: Arc::new(SettingsView::default()),
+            revealed: tokens::RevealedTokens::default(),
+        }
+    }
+
+    /// With the Settings page's view of `settings`.
+    pub fn with_settings(mut self, settings: &crate::config::Settings) -> anyhow::Result<Self> {
+        self.settings = Arc::new(settings::settings_view(settings, &self.providers)?);
+        Ok(self)
+    }
+
     /// The role check behind every action: refused attempts are audited with who, what
     /// and from where, then answered 403.
     async fn require(
@@ -535,6 +557,91 @@ impl AdminBackend for StoreBackend {
             .await
             .map_err(|e| AppError::Invalid(format!("{e:#}")))
     }
+
+    async fn settings(&self) -> Result<SettingsView, AppError> {
+        Ok((*self.settings).clone())
+    }
+
+    async fn api_tokens(&self, who: &Principal) -> Result<ApiTokensPage, AppError> {
+        self.require(who, Role::Admin, "api_tokens.read", "api_tokens")
+            .await?;
+        let now = now_ms();
+        let rows = crate::store::tokens::list(&self.db)
+            .await
+            .map_err(backend_error("reading API tokens"))?;
+        Ok(ApiTokensPage {
+            tokens: rows.into_iter().map(|r| tokens::view(r, now)).collect(),
+            revealed: self.revealed.take(who.user_id),
+        })
+    }
+
+    async fn create_api_token(
+        &self,
+        who: &Principal,
+        name: String,
+        role: String,
+        expires_in_days: u32,
+    ) -> Result<(), AppError> {
+        let name = name.trim().to_string();
+        self.require(
+            who,
+            Role::Admin,
+            "api_token.add",
+            &format!("api_token:{name}"),
+        )
+        .await?;
+        let role = Role::parse(role.trim())
+            .ok_or_else(|| AppError::Invalid("the role is viewer, operator or admin".into()))?;
+        if !(1..=3650).contains(&expires_in_days) {
+            return Err(AppError::Invalid(
+                "a token expires after 1 to 3,650 days".into(),
+            ));
+        }
+        let now = now_ms();
+        let (row, token) = crate::store::tokens::create(
+            &self.db,
+            &crate::store::tokens::NewToken {
+                name: &name,
+                role: role.as_str(),
+                created_by: &who.name,
+                now,
+                expires_at: now + i64::from(expires_in_days) * 86_400_000,
+            },
+            who.source.as_deref(),
+        )
+        .await
+        .map_err(|e| AppError::Invalid(format!("{e:#}")))?;
+        self.revealed.keep(
+            who.user_id,
+            RevealedToken {
+                name: row.name,
+                role: row.role,
+                expires_at: row.expires_at,
+                token,
+            },
+        );
+        Ok(())
+    }
+
+    async fn revoke_api_token(&self, who: &Principal, name: String) -> Result<(), AppError> {
+        self.require(
+            who,
+            Role::Admin,
+            "api_token.revoke",
+            &format!("api_token:{name}"),
+        )
+        .await?;
+        crate::store::tokens::revoke(
+            &self.db,
+            name.trim(),
+            &who.name,
+            who.source.as_deref(),
+            now_ms(),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| AppError::Invalid(format!("{e:#}")))
+    }
 }
 
 #[cfg(test)]
@@ -548,10 +655,7 @@ mod tests {
             .await
             .unwrap();
         // No migration: the inbox table does not exist, so the read fails in the driver.
-        let backend = StoreBackend {
-            db,
-            providers: Arc::new(Providers::build(&[]).unwrap()),
-        };
+        let backend = StoreBackend::new(db, Arc::new(Providers::build(&[]).unwrap()));
         let err = backend.inbox_page(None, 10).await.unwrap_err();
         assert!(err.contains("could not read the inbox"), "{err}");
         assert!(err.contains("reference "), "{err}");

@@ -64,18 +64,13 @@ pub async fn run(db: &Db, command: TokenCommand) -> anyhow::Result<()> {
                     "{:<24} {:<11} {:<9} {:<8} {:<25} last used",
                     "token", "prefix", "role", "state", "expires"
                 );
-                for t in list {
-                    let state = match (&t.revoked_at, t.is_live(now)) {
-                        (Some(_), _) => "revoked",
-                        (None, false) => "expired",
-                        (None, true) => "live",
-                    };
+                for t in list.into_iter().map(|t| crate::admin::tokens::view(t, now)) {
                     println!(
                         "{:<24} {:<11} {:<9} {:<8} {:<25} {}",
                         t.name,
                         t.prefix,
                         t.role,
-                        state,
+                        t.state,
                         t.expires_at,
                         t.last_used_at.as_deref().unwrap_or("never")
                     );

@@ -237,6 +237,33 @@ impl TestApp {
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
+    /// Posts a server function the way a form does (urlencoded), signed in with `cookie`,
+    /// from this origin. With `referer`, as a browser without JavaScript does: the answer
+    /// is then a redirect back to it; without, as a script: the function's own answer.
+    pub async fn post_form(
+        &self,
+        path: &str,
+        cookie: &str,
+        referer: Option<&str>,
+        form: &[(&str, &str)],
+    ) -> (u16, String) {
+        let mut request = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .post(format!("{}{path}", self.url))
+            .header(reqwest::header::COOKIE, cookie)
+            .header("Origin", &self.url)
+            .form(form);
+        if let Some(referer) = referer {
+            request = request
+                .header(reqwest::header::REFERER, format!("{}{referer}", self.url))
+                .header(reqwest::header::ACCEPT, "text/html");
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
     /// The same at another address of this server (the admin listener).
     pub async fn sign_in_at(&self, base: &str, name: &str, role: app::backend::Role) -> String {
         let passwords = oncehook::auth::password::Passwords::new(1).await.unwrap();
@@ -295,6 +322,16 @@ impl TestApp {
             settings,
             http: reqwest::Client::new(),
         }
+    }
+
+    /// The dashboard's backend over this app's database, as the server builds it.
+    pub fn backend(&self) -> oncehook::admin::StoreBackend {
+        oncehook::admin::StoreBackend::new(
+            self.db.clone(),
+            Arc::new(Providers::build(&self.settings.providers).unwrap()),
+        )
+        .with_settings(&self.settings)
+        .unwrap()
     }
 
     pub fn processor(&self) -> Processor {

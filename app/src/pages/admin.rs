@@ -1,10 +1,10 @@
 //! Admin pages: the audit log (`/admin/audit`: every change of data and every sign-in, who,
 //! what, why, from where, newest first, filterable by actor) and the users
 //! (`/admin/users`). The server checks the role; a viewer or operator gets a 403 page and
-//! the attempt is audited.
+//! the attempt is audited. API tokens (`/admin/tokens`) are made and revoked here too.
 
-use crate::api::{load_audit_log, load_users};
-use crate::backend::{AuditPage, AuditQuery, UserView};
+use crate::api::{load_api_tokens, load_audit_log, load_users, CreateApiToken, RevokeApiToken};
+use crate::backend::{ApiTokensPage, AuditPage, AuditQuery, UserView};
 use crate::components::ErrorPanel;
 use crate::format::short_timestamp;
 use leptos::either::Either;
@@ -132,6 +132,101 @@ fn UsersTable(users: Vec<UserView>) -> impl IntoView {
                     }).collect_view()}
                 </tbody>
             </table>
+        </section>
+    }
+}
+
+/// API tokens (`/admin/tokens`, admins): make one (shown once, on the next view of this
+/// page: the same with and without JavaScript), see role, expiry and last use, revoke.
+#[component]
+pub fn TokensPage() -> impl IntoView {
+    let create = ServerAction::<CreateApiToken>::new();
+    let revoke = ServerAction::<RevokeApiToken>::new();
+    // Reloads after each action when hydrated; without JavaScript the server redirects back.
+    let page = Resource::new(
+        move || (create.version().get(), revoke.version().get()),
+        |_| load_api_tokens(),
+    );
+    view! {
+        <Title text="API tokens"/>
+        <header class="page-header">
+            <h1>"API tokens"</h1>
+            <p class="lede">
+                "Bearer tokens for "<a href="/api/v1/openapi.json">"/api/v1"</a>
+                ". A token is shown once, when it is made; only its hash is kept. Also "
+                <code>"oncehook token add|list|revoke"</code>"."
+            </p>
+        </header>
+        {move || create.value().get().and_then(|r| r.err()).map(|error| view! { <ErrorPanel error/> })}
+        {move || revoke.value().get().and_then(|r| r.err()).map(|error| view! { <ErrorPanel error/> })}
+        <Transition fallback=|| view! { <p class="loading">"Loading tokens…"</p> }>
+            {move || Suspend::new(async move {
+                match page.await {
+                    Ok(page) => Either::Left(view! { <TokensBody page create revoke/> }),
+                    Err(error) => Either::Right(view! { <ErrorPanel error/> }),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn TokensBody(
+    page: ApiTokensPage,
+    create: ServerAction<CreateApiToken>,
+    revoke: ServerAction<RevokeApiToken>,
+) -> impl IntoView {
+    let empty = page.tokens.is_empty();
+    view! {
+        {page.revealed.map(|t| view! {
+            <section class="panel notice" id="revealed-token" role="status">
+                <p>{format!("Token {} ({}, expires {}). Copy it now: it will not be shown again.", t.name, t.role, short_timestamp(&t.expires_at))}</p>
+                <p><code class="token" id="new-token">{t.token}</code></p>
+            </section>
+        })}
+        <section class="panel">
+            <table class="data compact" id="tokens-table">
+                <thead><tr><th>"Name"</th><th>"Starts with"</th><th>"Role"</th><th>"State"</th><th>"Expires"</th><th>"Last used"</th><th>"Made by"</th><th></th></tr></thead>
+                <tbody>
+                    {page.tokens.into_iter().map(|t| {
+                        let live = t.state == "live";
+                        let name = t.name.clone();
+                        view! {
+                            <tr data-state=t.state.clone()>
+                                <td class="mono">{t.name.clone()}</td>
+                                <td class="mono">{format!("{}…", t.prefix)}</td>
+                                <td>{t.role.clone()}</td>
+                                <td>{t.state.clone()}</td>
+                                <td class="time"><time datetime=t.expires_at.clone()>{short_timestamp(&t.expires_at)}</time></td>
+                                <td class="time">{t.last_used_at.as_deref().map(short_timestamp).unwrap_or_else(|| "never".into())}</td>
+                                <td>{t.created_by.clone()}</td>
+                                <td>{live.then(|| view! {
+                                    <ActionForm action=revoke attr:class="inline-form">
+                                        <input type="hidden" name="name" value=name.clone()/>
+                                        <button type="submit" class="button close">"Revoke"</button>
+                                    </ActionForm>
+                                })}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+            {empty.then(|| view! { <p class="form-note">"No tokens yet."</p> })}
+        </section>
+        <section class="panel">
+            <h2>"Make a token"</h2>
+            <ActionForm action=create attr:class="filters" attr:id="new-token-form">
+                <label>"Name "<input type="text" name="name" required maxlength="64" placeholder="grafana"/></label>
+                <label>"Role "
+                    <select name="role">
+                        <option value="viewer">"viewer (read)"</option>
+                        <option value="operator">"operator (also redrive, resolve, discard)"</option>
+                        <option value="admin">"admin"</option>
+                    </select>
+                </label>
+                <label>"Expires after "<input type="number" name="expires_in_days" value="90" min="1" max="3650" size="5"/>" days"</label>
+                <button type="submit" class="button primary">"Make token"</button>
+            </ActionForm>
         </section>
     }
 }

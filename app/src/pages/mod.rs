@@ -7,3 +7,4 @@ pub mod not_found;
 pub mod order;
 pub mod overview;
 pub mod search;
+pub mod settings;
