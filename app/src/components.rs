@@ -2,7 +2,7 @@
 
 use crate::api::current_user;
 use crate::error::AppError;
-use crate::format::status_class;
+use crate::format::{ago, epoch_ms, short_timestamp, status_class};
 use leptos::prelude::*;
 use leptos_router::components::A;
 
@@ -100,5 +100,55 @@ pub fn ErrorPanel(error: AppError) -> impl IntoView {
             {detail.map(|detail| view! { <pre class="detail">{detail}</pre> })}
             <p>{hint}</p>
         </section>
+    }
+}
+
+/// Now, Unix ms, on whichever side renders.
+fn now_ms() -> i64 {
+    #[cfg(feature = "hydrate")]
+    {
+        js_sys::Date::now() as i64
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+}
+
+/// A time as the viewer reads it, with how long ago. The server (and a browser without
+/// JavaScript) shows UTC, saying so; once hydrated, the browser's own time zone, with its
+/// offset. The exact UTC time is in the tooltip and the `datetime` attribute.
+#[component]
+pub fn Time(#[prop(into)] at: String) -> impl IntoView {
+    let utc = short_timestamp(&at);
+    let then = epoch_ms(&at);
+    let (text, set_text) = signal(format!("{utc} UTC"));
+    let (relative, set_relative) = signal(then.map(|t| ago(t, now_ms())));
+    #[cfg(feature = "hydrate")]
+    if let Some(then) = then {
+        Effect::new(move |_| {
+            let d = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(then as f64));
+            set_text.set(format!(
+                "{:04}-{:02}-{:02} {:02}:{:02}:{:02} {}",
+                d.get_full_year(),
+                d.get_month() + 1,
+                d.get_date(),
+                d.get_hours(),
+                d.get_minutes(),
+                d.get_seconds(),
+                crate::format::offset_label(-(d.get_timezone_offset() as i32)),
+            ));
+            set_relative.set(Some(ago(then, now_ms())));
+        });
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (set_text, set_relative);
+    view! {
+        <time datetime=at title=format!("{utc} UTC")>
+            {text}
+            {move || relative.get().map(|r| view! { " " <span class="ago">{format!("· {r}")}</span> })}
+        </time>
     }
 }

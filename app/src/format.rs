@@ -22,6 +22,61 @@ pub fn short_timestamp(rfc3339: &str) -> String {
     }
 }
 
+/// Unix milliseconds of an RFC 3339 UTC time as the server writes them
+/// (`2026-12-01T05:20:02.898Z`); `None` for anything else.
+pub fn epoch_ms(rfc3339: &str) -> Option<i64> {
+    if short_timestamp(rfc3339).len() != 19 || rfc3339.len() < 20 {
+        return None;
+    }
+    let num = |from: usize, to: usize| rfc3339.get(from..to)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (hh, mm, ss) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
+    let rest = &rfc3339[19..];
+    let (millis, zone) = match rest.strip_prefix('.') {
+        Some(frac) => {
+            let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+            let ms = format!("{:0<3}", &frac[..digits.min(3)])
+                .parse::<i64>()
+                .ok()?;
+            (ms, &frac[digits..])
+        }
+        None => (0, rest),
+    };
+    if !matches!(zone, "Z" | "z" | "+00:00") || !(1..=12).contains(&m) {
+        return None;
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + millis)
+}
+
+/// How long ago, for people: `just now`, `45 s ago`, `12 min ago`, `3 h 10 min ago`; a
+/// time in the future reads `in 5 min`.
+pub fn ago(then_ms: i64, now_ms: i64) -> String {
+    let secs = (now_ms - then_ms) / 1000;
+    match secs {
+        -4..=4 => "just now".to_string(),
+        s if s < 0 => format!("in {}", age(-s)),
+        s => format!("{} ago", age(s)),
+    }
+}
+
+/// A UTC offset in minutes east as people write it: `UTC`, `UTC+1`, `UTC+5:30`, `UTC-8`.
+pub fn offset_label(minutes_east: i32) -> String {
+    let sign = if minutes_east < 0 { '-' } else { '+' };
+    let m = minutes_east.unsigned_abs();
+    match (m / 60, m % 60) {
+        (0, 0) => "UTC".to_string(),
+        (h, 0) => format!("UTC{sign}{h}"),
+        (h, mm) => format!("UTC{sign}{h}:{mm:02}"),
+    }
+}
+
 /// The CSS modifier for a processing status. Statuses come from the database as free text,
 /// so only known ones become class names; anything else gets a neutral look.
 pub fn status_class(status: &str) -> &'static str {
@@ -103,6 +158,41 @@ fn group_thousands(value: u64, negative: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_as_the_server_writes_it_reads_as_epoch_milliseconds() {
+        assert_eq!(epoch_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            epoch_ms("2026-12-01T05:20:02.898Z"),
+            Some(1_796_102_402_898)
+        );
+        assert_eq!(epoch_ms("2000-02-29T23:59:59.5Z"), Some(951_868_799_500));
+        assert_eq!(
+            epoch_ms("2026-12-01T05:20:02+00:00"),
+            Some(1_796_102_402_000)
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+            "2026-12-01T05:20:02+01:00",
+            "2026-12-01 05:20",
+        ] {
+            assert_eq!(epoch_ms(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn ages_and_offsets_read_as_people_write_them() {
+        assert_eq!(ago(0, 2_000), "just now");
+        assert_eq!(ago(0, 45_000), "45 s ago");
+        assert_eq!(ago(0, 11_400_000), "3 h 10 min ago");
+        assert_eq!(ago(300_000, 0), "in 5 min");
+        assert_eq!(offset_label(0), "UTC");
+        assert_eq!(offset_label(60), "UTC+1");
+        assert_eq!(offset_label(330), "UTC+5:30");
+        assert_eq!(offset_label(-480), "UTC-8");
+    }
 
     #[test]
     fn money_reads_in_the_currency_s_own_decimals() {

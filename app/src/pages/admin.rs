@@ -5,7 +5,7 @@
 
 use crate::api::{load_api_tokens, load_audit_log, load_users, CreateApiToken, RevokeApiToken};
 use crate::backend::{ApiTokensPage, AuditPage, AuditQuery, UserView};
-use crate::components::ErrorPanel;
+use crate::components::{ErrorPanel, Time};
 use crate::format::short_timestamp;
 use leptos::either::Either;
 use leptos::prelude::*;
@@ -60,11 +60,11 @@ fn AuditTable(page: AuditPage, query: AuditQuery) -> impl IntoView {
         <section class="panel">
             <div class="table-scroll">
                 <table class="data compact" id="audit-table">
-                    <thead><tr><th>"When (UTC)"</th><th>"Who"</th><th>"What"</th><th>"Target"</th><th>"Why"</th><th>"Details"</th><th>"From"</th></tr></thead>
+                    <thead><tr><th>"When"</th><th>"Who"</th><th>"What"</th><th>"Target"</th><th>"Why"</th><th>"Details"</th><th>"From"</th></tr></thead>
                     <tbody>
                         {page.entries.into_iter().map(|e| view! {
                             <tr>
-                                <td class="time"><time datetime=e.at.clone()>{short_timestamp(&e.at)}</time></td>
+                                <td class="time"><Time at=e.at.clone()/></td>
                                 <td><a href=AuditQuery { actor: Some(e.actor.clone()), before: None }.href()>{e.actor.clone()}</a></td>
                                 <td class="mono">{e.action.clone()}</td>
                                 <td class="mono">{e.target.clone()}</td>
@@ -110,7 +110,7 @@ fn UsersTable(users: Vec<UserView>) -> impl IntoView {
     view! {
         <section class="panel">
             <table class="data compact" id="users-table">
-                <thead><tr><th>"Name"</th><th>"Role"</th><th>"State"</th><th>"Last sign-in (UTC)"</th><th>"Created (UTC)"</th></tr></thead>
+                <thead><tr><th>"Name"</th><th>"Role"</th><th>"State"</th><th>"Last sign-in"</th><th>"Created"</th></tr></thead>
                 <tbody>
                     {users.into_iter().map(|u| {
                         let state = if u.disabled {
@@ -125,8 +125,8 @@ fn UsersTable(users: Vec<UserView>) -> impl IntoView {
                                 <td><a href=AuditQuery { actor: Some(u.name.clone()), before: None }.href()>{u.name.clone()}</a></td>
                                 <td>{u.role.clone()}</td>
                                 <td>{state}</td>
-                                <td class="time">{u.last_sign_in_at.as_deref().map(short_timestamp).unwrap_or_else(|| "never".into())}</td>
-                                <td class="time">{short_timestamp(&u.created_at)}</td>
+                                <td class="time">{match u.last_sign_in_at.clone() { Some(at) => Either::Left(view! { <Time at/> }), None => Either::Right("never") }}</td>
+                                <td class="time"><Time at=u.created_at.clone()/></td>
                             </tr>
                         }
                     }).collect_view()}
@@ -197,8 +197,8 @@ fn TokensBody(
                                 <td class="mono">{format!("{}…", t.prefix)}</td>
                                 <td>{t.role.clone()}</td>
                                 <td>{t.state.clone()}</td>
-                                <td class="time"><time datetime=t.expires_at.clone()>{short_timestamp(&t.expires_at)}</time></td>
-                                <td class="time">{t.last_used_at.as_deref().map(short_timestamp).unwrap_or_else(|| "never".into())}</td>
+                                <td class="time"><Time at=t.expires_at.clone()/></td>
+                                <td class="time">{match t.last_used_at.clone() { Some(at) => Either::Left(view! { <Time at/> }), None => Either::Right("never") }}</td>
                                 <td>{t.created_by.clone()}</td>
                                 <td>{live.then(|| view! {
                                     <ActionForm action=revoke attr:class="inline-form">

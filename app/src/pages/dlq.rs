@@ -7,7 +7,7 @@ use crate::api::{load_dead_letters, preview_redrive, CloseDeadLetter, RedriveDea
 use crate::backend::{
     DeadLetterGroup, DeadLetterView, DlqPage as Page, DlqQuery, RedrivePreview, RedriveView,
 };
-use crate::components::{ErrorPanel, StatusBadge};
+use crate::components::{ErrorPanel, StatusBadge, Time};
 use crate::format::{age, short_timestamp};
 use leptos::either::Either;
 use leptos::prelude::*;
@@ -256,7 +256,7 @@ fn RecentRedrives(redrives: Vec<RedriveView>) -> impl IntoView {
             <h2>"Recent redrives"</h2>
             <table class="data compact">
                 <thead>
-                    <tr><th>"Dead letter"</th><th>"Event"</th><th>"By"</th><th>"Why"</th><th>"Redrive"</th><th>"Now"</th><th>"When (UTC)"</th></tr>
+                    <tr><th>"Dead letter"</th><th>"Event"</th><th>"By"</th><th>"Why"</th><th>"Redrive"</th><th>"Now"</th><th>"When"</th></tr>
                 </thead>
                 <tbody>
                     {redrives.into_iter().map(|r| view! {
@@ -267,7 +267,7 @@ fn RecentRedrives(redrives: Vec<RedriveView>) -> impl IntoView {
                             <td>{r.reason.unwrap_or_default()}</td>
                             <td>{r.outcome}</td>
                             <td class="status">{r.current_status.map(|s| view! { <StatusBadge status=s reason=None/> })}</td>
-                            <td class="time"><time datetime=r.at.clone() title=r.at.clone()>{short_timestamp(&r.at)}</time></td>
+                            <td class="time"><Time at=r.at.clone()/></td>
                         </tr>
                     }).collect_view()}
                 </tbody>
@@ -306,7 +306,7 @@ fn Group(
                     <thead>
                         <tr>
                             <th>"#"</th><th>"Event"</th><th>"Type"</th><th>"Order"</th>
-                            <th class="num">"Attempts"</th><th>"Age"</th><th>"Deal with by (UTC)"</th>
+                            <th class="num">"Attempts"</th><th>"Age"</th><th>"Deal with by"</th>
                             {can_operate.then(|| view! { <th>"Actions"</th> })}
                         </tr>
                     </thead>
@@ -340,7 +340,7 @@ fn Item(
             <td class="mono">{item.order_id.clone().map(|o| view! { <a href=format!("/orders/{o}")>{o.clone()}</a> })}</td>
             <td class="num">{item.attempts}</td>
             <td title=item.first_attempt_at.clone()>{age(item.age_secs)}</td>
-            <td class="time">{short_timestamp(&item.resolve_by)}</td>
+            <td class="time"><Time at=item.resolve_by.clone()/></td>
             {can_operate.then(|| view! {
                 <td class="actions">
                     <ActionForm action=redrive attr:class="inline-form">

@@ -4,8 +4,7 @@
 
 use crate::api::load_event;
 use crate::backend::EventDetail;
-use crate::components::{ErrorPanel, StatusBadge};
-use crate::format::short_timestamp;
+use crate::components::{ErrorPanel, StatusBadge, Time};
 use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -63,8 +62,8 @@ fn EventView(event: EventDetail) -> impl IntoView {
                 <dt>"Effect key"</dt><dd class="mono" id="effect-key">{event.effect_key.clone().unwrap_or_default()}</dd>
                 <dt>"Processing attempts"</dt><dd>{event.attempts}</dd>
                 <dt>"Correlation id"</dt><dd class="mono">{event.correlation_id.clone()}</dd>
-                <dt>"Received (UTC)"</dt><dd>{short_timestamp(&event.received_at)}</dd>
-                <dt>"Processed (UTC)"</dt><dd>{event.processed_at.as_deref().map(short_timestamp).unwrap_or_default()}</dd>
+                <dt>"Received"</dt><dd><Time at=event.received_at.clone()/></dd>
+                <dt>"Processed"</dt><dd>{event.processed_at.clone().map(|at| view! { <Time at/> })}</dd>
                 {(!event.dead_letters.is_empty()).then(|| view! {
                     <dt>"Dead letter"</dt>
                     <dd>{event.dead_letters.iter().map(|(id, status)| view! {
@@ -76,12 +75,12 @@ fn EventView(event: EventDetail) -> impl IntoView {
         <section class="panel" id="deliveries">
             <h2>{format!("Deliveries ({deliveries})")}</h2>
             <table class="data compact">
-                <thead><tr><th>"#"</th><th>"Received (UTC)"</th><th>"Kind"</th><th>"Correlation id"</th></tr></thead>
+                <thead><tr><th>"#"</th><th>"Received"</th><th>"Kind"</th><th>"Correlation id"</th></tr></thead>
                 <tbody>
                     {event.deliveries.iter().enumerate().map(|(n, d)| view! {
                         <tr>
                             <td>{n + 1}</td>
-                            <td class="time"><time datetime=d.received_at.clone() title=d.received_at.clone()>{short_timestamp(&d.received_at)}</time></td>
+                            <td class="time"><Time at=d.received_at.clone()/></td>
                             <td>{if d.duplicate { "duplicate (nothing done)" } else { "first" }}</td>
                             <td class="mono">{d.correlation_id.clone()}</td>
                         </tr>

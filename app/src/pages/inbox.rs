@@ -3,8 +3,7 @@
 
 use crate::api::load_inbox;
 use crate::backend::{InboxEventView, InboxPage as Page, InboxQuery};
-use crate::components::{ErrorPanel, StatusBadge};
-use crate::format::short_timestamp;
+use crate::components::{ErrorPanel, StatusBadge, Time};
 use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -33,7 +32,14 @@ pub fn InboxPage() -> impl IntoView {
         })
     });
     let before = Memo::new(move |_| query.with(|q| q.before));
-    let page = Resource::new(move || query.get(), load_inbox);
+    let (live, set_live) = signal(Live::Off);
+    let (tick, set_tick) = signal(0u64);
+    start_live_updates(before, set_live, set_tick);
+    // `tick` refetches the newest page in place (Transition keeps the rows while it loads).
+    let page = Resource::new(
+        move || (query.get(), tick.get()),
+        |(query, _)| load_inbox(query),
+    );
 
     view! {
         <Title text="Inbox"/>
@@ -45,6 +51,9 @@ pub fn InboxPage() -> impl IntoView {
             </p>
         </header>
         <InboxFilters query=query.get_untracked()/>
+        <p class="live-status" id="live-status" data-live=move || live.get().as_str()>
+            {move || live.get().sentence()}
+        </p>
         <Transition fallback=|| view! { <p class="loading">"Loading events…"</p> }>
             {move || Suspend::new(async move {
                 let is_first_page = before.get().is_none();
@@ -56,6 +65,82 @@ pub fn InboxPage() -> impl IntoView {
             })}
         </Transition>
     }
+}
+
+/// How often the newest page is fetched again while someone watches it.
+#[cfg(feature = "hydrate")]
+const LIVE_EVERY_MS: u64 = 5_000;
+/// Reading further down than this (pixels scrolled) pauses the refresh, so rows do not move
+/// under the reader; back at the top it resumes.
+#[cfg(feature = "hydrate")]
+const PAUSE_BELOW_PX: f64 = 240.0;
+
+/// Whether new events appear by themselves (only the browser ever turns it on).
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Live {
+    /// Before hydration (the server's page, or no JavaScript), and on older pages.
+    Off,
+    On,
+    /// Scrolled down or the tab is hidden.
+    Paused,
+}
+
+impl Live {
+    fn as_str(self) -> &'static str {
+        match self {
+            Live::Off => "off",
+            Live::On => "on",
+            Live::Paused => "paused",
+        }
+    }
+
+    fn sentence(self) -> &'static str {
+        match self {
+            Live::Off => "",
+            Live::On => "Live: new events appear here every few seconds.",
+            Live::Paused => "Paused while you read further down; scroll to the top to resume.",
+        }
+    }
+}
+
+/// In the browser only: every few seconds, on the newest page, with the page at the top and
+/// visible, fetch the page again. Without JavaScript the page is what the server rendered.
+#[allow(unused_variables)]
+fn start_live_updates(
+    before: Memo<Option<i64>>,
+    set_live: WriteSignal<Live>,
+    set_tick: WriteSignal<u64>,
+) {
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        let check = move || {
+            let state = if before.get_untracked().is_some() {
+                Live::Off
+            } else if window().scroll_y().unwrap_or(0.0) > PAUSE_BELOW_PX || document().hidden() {
+                Live::Paused
+            } else {
+                Live::On
+            };
+            set_live.set(state);
+            state
+        };
+        check();
+        let handle = set_interval_with_handle(
+            move || {
+                if check() == Live::On {
+                    set_tick.update(|t| *t += 1);
+                }
+            },
+            std::time::Duration::from_millis(LIVE_EVERY_MS),
+        )
+        .ok();
+        on_cleanup(move || {
+            if let Some(handle) = handle {
+                handle.clear();
+            }
+        });
+    });
 }
 
 const STATUSES: [&str; 9] = [
@@ -130,7 +215,7 @@ fn InboxTable(page: Page, is_first_page: bool, query: InboxQuery) -> impl IntoVi
                         <th scope="col">"Status"</th>
                         <th scope="col">"Order"</th>
                         <th scope="col" class="num">"Deliveries"</th>
-                        <th scope="col">"Received (UTC)"</th>
+                        <th scope="col">"Received"</th>
                     </tr>
                 </thead>
                 <tbody>{rows}</tbody>
@@ -190,9 +275,7 @@ fn InboxRow(event: InboxEventView) -> impl IntoView {
             <td class="mono">{order_id.map(|o| Either::Left(view! { <a href=format!("/orders/{o}")>{o.clone()}</a> })).unwrap_or_else(|| Either::Right(missing()))}</td>
             <td class="num" class:repeated=repeated title=deliveries_title>{deliveries}</td>
             <td class="time">
-                <time datetime=received_at.clone() title=received_at.clone()>
-                    {short_timestamp(&received_at)}
-                </time>
+                <Time at=received_at/>
             </td>
         </tr>
     }

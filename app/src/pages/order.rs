@@ -5,7 +5,7 @@
 
 use crate::api::load_order;
 use crate::backend::{OrderDetail, TimelineEntry};
-use crate::components::{ErrorPanel, StatusBadge};
+use crate::components::{ErrorPanel, StatusBadge, Time};
 use crate::format::{money, short_timestamp};
 use leptos::either::Either;
 use leptos::prelude::*;
@@ -77,7 +77,7 @@ fn OrderView(order: OrderDetail) -> impl IntoView {
             <h2>{format!("Provider resources ({resources})")}</h2>
             <div class="table-scroll">
                 <table class="data compact">
-                    <thead><tr><th>"Kind"</th><th>"Id"</th><th>"Belongs to"</th><th>"State"</th><th class="num">"Amount"</th><th>"As of (UTC)"</th><th>"Latest event"</th></tr></thead>
+                    <thead><tr><th>"Kind"</th><th>"Id"</th><th>"Belongs to"</th><th>"State"</th><th class="num">"Amount"</th><th>"As of"</th><th>"Latest event"</th></tr></thead>
                     <tbody>
                         {order.resources.iter().map(|r| view! {
                             <tr>
@@ -86,7 +86,7 @@ fn OrderView(order: OrderDetail) -> impl IntoView {
                                 <td class="mono">{r.parent_ref.clone().unwrap_or_default()}</td>
                                 <td>{r.state.clone()}</td>
                                 <td class="num">{r.amount.map(|a| money(a, order.currency.as_deref())).unwrap_or_default()}</td>
-                                <td class="time">{short_timestamp(&r.at)}</td>
+                                <td class="time"><Time at=r.at.clone()/></td>
                                 <td class="mono">{r.event_id.clone()}</td>
                             </tr>
                         }).collect_view()}
@@ -112,7 +112,7 @@ fn TimelineItem(entry: TimelineEntry) -> impl IntoView {
     };
     view! {
         <li class=class data-kind=entry.kind.clone()>
-            <time datetime=entry.at.clone() title=entry.at.clone()>{short_timestamp(&entry.at)}</time>
+            <Time at=entry.at.clone()/>
             <span class="kind">{entry.kind.replace('-', " ")}</span>
             <div class="what">
                 <span class="title">{title}</span>
