@@ -4,11 +4,14 @@
 use crate::backend::{InboxPage, Principal};
 use crate::error::AppError;
 use leptos::prelude::*;
+use leptos::server_fn::codec::Json;
 
 /// Rows per inbox page: enough to scan by eye, small enough to render instantly.
 pub const INBOX_PAGE_SIZE: u32 = 50;
 
-#[server]
+// JSON: a query with every filter empty is an empty URL-encoded body, which the
+// URL decoder reads as a missing argument (a client-side navigation then failed).
+#[server(input = Json)]
 pub async fn load_inbox(query: crate::backend::InboxQuery) -> Result<InboxPage, AppError> {
     use crate::backend::AdminBackend;
     use std::sync::Arc;
@@ -35,7 +38,7 @@ pub async fn load_event(id: i64) -> Result<crate::backend::EventDetail, AppError
 /// Rows per audit-log page.
 pub const AUDIT_PAGE_SIZE: u32 = 100;
 
-#[server]
+#[server(input = Json)]
 pub async fn load_audit_log(
     query: crate::backend::AuditQuery,
 ) -> Result<crate::backend::AuditPage, AppError> {
@@ -159,7 +162,7 @@ fn dlq_query(
     .normalized()
 }
 
-#[server]
+#[server(input = Json)]
 pub async fn load_dead_letters(
     query: crate::backend::DlqQuery,
 ) -> Result<crate::backend::DlqPage, AppError> {
@@ -173,7 +176,7 @@ pub async fn load_dead_letters(
     )
 }
 
-#[server]
+#[server(input = Json)]
 pub async fn preview_redrive(
     query: crate::backend::DlqQuery,
 ) -> Result<crate::backend::RedrivePreview, AppError> {
