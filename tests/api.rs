@@ -197,6 +197,10 @@ async fn a_token_reads_orders_events_and_the_overview(kind: Kind) {
     let (status, missing) = get(&app, "/api/v1/orders/no-such-order", Some(&viewer)).await;
     assert_eq!(status, 404);
     assert_eq!(missing["error"], "Not found");
+    for odd in ["%00", "a%00b", "%1F"] {
+        let (status, _) = get(&app, &format!("/api/v1/orders/{odd}"), Some(&viewer)).await;
+        assert_eq!(status, 404, "{odd}: a control character names no order");
+    }
 
     // Using a token is remembered (for the token list), never its value.
     let list = tokens::list(&app.db).await.unwrap();

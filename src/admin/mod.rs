@@ -337,6 +337,11 @@ impl AdminBackend for StoreBackend {
     }
 
     async fn order_detail(&self, order_id: &str) -> Result<OrderDetail, AppError> {
+        // No order id holds a control character (PostgreSQL text cannot even hold U+0000,
+        // and sending one would fail the query, a 503 instead of a 404).
+        if order_id.is_empty() || order_id.len() > 255 || order_id.chars().any(char::is_control) {
+            return Err(AppError::NotFound);
+        }
         order::order_detail(&self.db, order_id)
             .await
             .map_err(backend_error("reading the order"))?
