@@ -521,7 +521,7 @@ async fn run_dlq(db: &Db, settings: &Settings, command: DlqCommand) -> anyhow::R
             };
             let results =
                 crate::redrive::redrive(db, &providers, &f, dry_run, &actor, |done, total| {
-                    if total > 1 && (done % 100 == 0 || done == total) {
+                    if total > 1 && done > 0 && (done % 100 == 0 || done == total) {
                         eprintln!(
                             "{} {done}/{total}",
                             if dry_run { "checked" } else { "redriven" }

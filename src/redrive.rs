@@ -58,6 +58,8 @@ pub async fn redrive(
 ) -> anyhow::Result<Vec<RedriveResult>> {
     let selected = select(db, filter, usize::MAX).await?;
     let total = selected.len();
+    // The total is known before the first item: a progress display starts at "0 of N".
+    progress(0, total);
     let mut results = Vec::with_capacity(total);
     for (n, dl) in selected.into_iter().enumerate() {
         let outcome = if dry_run {

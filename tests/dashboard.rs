@@ -25,6 +25,7 @@ both!(
     event_page_shows_deliveries_the_effect_and_the_byte_exact_body,
     inbox_filters_live_in_the_url_and_pages_by_keyset,
     inbox_filters_by_event_correlation_time_and_payload_field,
+    a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs,
 );
 
 async fn app(kind: Kind) -> TestApp {
@@ -870,4 +871,74 @@ async fn inbox_filters_by_event_correlation_time_and_payload_field(kind: Kind) {
         .unwrap();
     assert!(bad.status().is_client_error(), "{}", bad.status());
     assert!(bad.text().await.unwrap().contains("is not a time"));
+}
+
+async fn a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs(kind: Kind) {
+    const N: usize = 400;
+    let _turn = common::dashboard_turn().await;
+    let app = app(kind).await;
+    for chunk in (0..N as u32).collect::<Vec<_>>().chunks(50) {
+        futures::future::join_all(chunk.iter().map(|n| unsupported_version(&app, *n))).await;
+    }
+    process_through_retries(&app).await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM dead_letters WHERE status = 'open'")
+            .await,
+        N as i64
+    );
+    let operator = app.sign_in("otto", Role::Operator).await;
+    let viewer = app.sign_in("vera", Role::Viewer).await;
+
+    // The operator starts "redrive everything open"; meanwhile a viewer keeps opening /dlq.
+    let run = {
+        let url = app.url.clone();
+        let operator = operator.clone();
+        tokio::spawn(async move {
+            client()
+                .post(format!("{url}{}", RedriveDeadLetters::PATH))
+                .header(COOKIE, operator)
+                .header("Origin", &url)
+                .form(&[("reason", "bulk after the fix")])
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    let mut running: Vec<usize> = vec![];
+    while !run.is_finished() {
+        let (status, html) = app.page("/dlq", &viewer).await;
+        assert_eq!(status, 200);
+        if let Some(at) = html.find("data-running=\"true\"") {
+            let line = &html[at..at + html[at..].find("</li>").unwrap()];
+            let of = line.find(&format!(" of {N}")).expect("done of total");
+            let done: usize = line[..of]
+                .rsplit(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            running.push(done);
+        }
+    }
+    assert_eq!(run.await.unwrap(), StatusCode::OK);
+    assert!(
+        running.iter().any(|done| *done < N),
+        "progress seen while it ran: {running:?}"
+    );
+    assert!(running.windows(2).all(|w| w[0] <= w[1]), "{running:?}");
+    let (_, html) = app.page("/dlq", &viewer).await;
+    assert!(html.contains("id=\"redrive-jobs\""));
+    assert!(
+        html.contains(&format!("by otto (everything open): {N} of {N}")),
+        "finished"
+    );
+    assert!(html.contains(&format!("done: {N} requeued")));
+    assert!(!html.contains("data-running"));
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM dead_letters WHERE status = 'open'")
+            .await,
+        0
+    );
+    app.shutdown().await;
 }

@@ -280,3 +280,15 @@ pub async fn revoke_api_token(name: String) -> Result<(), AppError> {
             .await,
     )
 }
+
+#[server]
+pub async fn load_redrive_jobs() -> Result<Vec<crate::backend::RedriveJobView>, AppError> {
+    use crate::backend::AdminBackend;
+    use std::sync::Arc;
+    with_status(signed_in())?;
+    with_status(
+        expect_context::<Arc<dyn AdminBackend>>()
+            .redrive_jobs()
+            .await,
+    )
+}

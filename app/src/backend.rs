@@ -606,6 +606,24 @@ pub struct DlqPage {
     pub due_within_24h: i64,
     /// One item's whole history, when the page shows one (`/dlq?id=…`).
     pub history: Option<DeadLetterHistory>,
+    /// Bulk redrives running or recently finished on this instance, newest first.
+    pub jobs: Vec<RedriveJobView>,
+}
+
+/// A bulk redrive as it runs: how many of how many, then what became of them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct RedriveJobView {
+    pub id: u64,
+    pub actor: String,
+    /// The filter it covers, as a query string (`class=unknown`), or empty for everything open.
+    pub selection: String,
+    pub total: usize,
+    pub done: usize,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// `998 requeued, 2 skipped`, or why it stopped.
+    pub summary: Option<String>,
 }
 
 /// Every failed attempt of one dead letter and every redrive of it, oldest first.
@@ -778,6 +796,11 @@ pub trait AdminBackend: Send + Sync + 'static {
         _reason: String,
     ) -> Result<(), AppError> {
         Err(AppError::NotFound)
+    }
+
+    /// Bulk redrives running or recently finished on this instance, newest first.
+    async fn redrive_jobs(&self) -> Result<Vec<RedriveJobView>, AppError> {
+        Ok(vec![])
     }
 
     /// The effective configuration, secrets hidden (anyone signed in).

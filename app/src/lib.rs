@@ -1,6 +1,9 @@
 //! oncehook's dashboard. Rendered on the server (the pages work without JavaScript) and
 //! hydrated in the browser when the WASM bundle is present.
 
+// Deep view types (a table inside a panel inside a suspense) exceed the default of 128.
+#![recursion_limit = "256"]
+
 pub mod api;
 pub mod backend;
 pub mod charts;

@@ -1,6 +1,7 @@
 //! The dashboard's port implemented over the store.
 
 mod inbox_filters;
+pub mod jobs;
 mod order;
 mod overview;
 pub mod settings;
@@ -46,6 +47,7 @@ pub struct StoreBackend {
     /// the process runs).
     pub settings: Arc<SettingsView>,
     revealed: tokens::RevealedTokens,
+    jobs: jobs::RedriveJobs,
 }
 
 fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
@@ -91,6 +93,7 @@ impl StoreBackend {
             providers,
             settings: Arc::new(SettingsView::default()),
             revealed: tokens::RevealedTokens::default(),
+            jobs: jobs::RedriveJobs::default(),
         }
     }
 
@@ -465,6 +468,7 @@ impl AdminBackend for StoreBackend {
             can_operate: who.can(Role::Operator),
             due_within_24h,
             history,
+            jobs: self.jobs.list(),
         })
     }
 
@@ -515,16 +519,33 @@ impl AdminBackend for StoreBackend {
             name: &who.name,
             reason: reason.as_deref(),
         };
+        // A bulk redrive shows its progress on the page while it runs; one item is instant.
+        let job = query
+            .id
+            .is_none()
+            .then(|| self.jobs.start(&who.name, &query.to_query_string()));
         let results = redrive::redrive(
             &self.db,
             &self.providers,
             &filter_of(&query),
             false,
             &actor,
-            |_, _| {},
+            |done, total| {
+                if let Some(job) = &job {
+                    job.progress(done, total);
+                }
+            },
         )
-        .await
-        .map_err(backend_error("redriving"))?;
+        .await;
+        if let Some(job) = &job {
+            job.finish(match &results {
+                Ok(results) => jobs::summary(results.iter().map(|r| r.outcome.as_str())),
+                Err(_) => {
+                    "stopped by an error (see the server log); what was done stays done".into()
+                }
+            });
+        }
+        let results = results.map_err(backend_error("redriving"))?;
         Ok(results
             .into_iter()
             .map(|r| RedriveOutcome {
@@ -561,6 +582,10 @@ impl AdminBackend for StoreBackend {
         dead_letters::close(&self.db, id, status, &actor, now_ms())
             .await
             .map_err(|e| AppError::Invalid(format!("{e:#}")))
+    }
+
+    async fn redrive_jobs(&self) -> Result<Vec<app::backend::RedriveJobView>, AppError> {
+        Ok(self.jobs.list())
     }
 
     async fn settings(&self) -> Result<SettingsView, AppError> {

@@ -5,7 +5,8 @@
 
 use crate::api::{load_dead_letters, preview_redrive, CloseDeadLetter, RedriveDeadLetters};
 use crate::backend::{
-    DeadLetterGroup, DeadLetterView, DlqPage as Page, DlqQuery, RedrivePreview, RedriveView,
+    DeadLetterGroup, DeadLetterView, DlqPage as Page, DlqQuery, RedriveJobView, RedrivePreview,
+    RedriveView,
 };
 use crate::components::{ErrorPanel, StatusBadge, Time};
 use crate::format::{age, short_timestamp};
@@ -35,6 +36,8 @@ pub fn DlqPage() -> impl IntoView {
     });
     let wants_preview = Memo::new(move |_| params.with(|q| q.get("preview").is_some()));
     let redrive = ServerAction::<RedriveDeadLetters>::new();
+    let (live_jobs, set_live_jobs) = signal(None::<Vec<RedriveJobView>>);
+    poll_jobs_while_redriving(redrive, set_live_jobs);
     let close = ServerAction::<CloseDeadLetter>::new();
     // Reloads after each action when hydrated; without JavaScript the server redirects back.
     let page = Resource::new(
@@ -62,6 +65,7 @@ pub fn DlqPage() -> impl IntoView {
             </p>
         </header>
         <FilterForm query/>
+        <LiveJobs redrive jobs=live_jobs/>
         <ActionResults redrive close/>
         <Transition fallback=|| view! { <p class="loading">"Loading dead letters…"</p> }>
             {move || Suspend::new(async move {
@@ -75,6 +79,81 @@ pub fn DlqPage() -> impl IntoView {
             })}
         </Transition>
     }
+}
+
+/// In the browser, while a redrive this page started is running: ask how far it is twice a
+/// second. (Without JavaScript the form waits for the answer; anyone opening the page
+/// meanwhile sees the same progress, rendered by the server.)
+#[allow(unused_variables)]
+fn poll_jobs_while_redriving(
+    redrive: ServerAction<RedriveDeadLetters>,
+    set_jobs: WriteSignal<Option<Vec<RedriveJobView>>>,
+) {
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        let handle = set_interval_with_handle(
+            move || {
+                if redrive.pending().get_untracked() {
+                    leptos::task::spawn_local(async move {
+                        if let Ok(jobs) = crate::api::load_redrive_jobs().await {
+                            set_jobs.set(Some(jobs));
+                        }
+                    });
+                }
+            },
+            std::time::Duration::from_millis(500),
+        )
+        .ok();
+        on_cleanup(move || {
+            if let Some(handle) = handle {
+                handle.clear();
+            }
+        });
+    });
+}
+
+/// The progress of the redrive this page started, while it runs.
+#[component]
+fn LiveJobs(
+    redrive: ServerAction<RedriveDeadLetters>,
+    jobs: ReadSignal<Option<Vec<RedriveJobView>>>,
+) -> impl IntoView {
+    move || {
+        redrive
+            .pending()
+            .get()
+            .then(|| jobs.get().map(|jobs| view! { <Jobs jobs/> }))
+            .flatten()
+            .into_any()
+    }
+}
+
+/// Bulk redrives: a progress bar while one runs, its summary once done.
+#[component]
+fn Jobs(jobs: Vec<RedriveJobView>) -> impl IntoView {
+    (!jobs.is_empty()).then(|| view! {
+        <section class="panel" id="redrive-jobs" role="status">
+            <h2>"Bulk redrives on this instance"</h2>
+            <ul class="jobs">
+                {jobs.into_iter().map(|job| {
+                    let running = job.finished_at.is_none();
+                    let selection = if job.selection.is_empty() { "everything open".to_string() } else { job.selection.clone() };
+                    view! {
+                        <li data-running=running.then_some("true")>
+                            {format!("#{} by {} ({selection}): {} of {}", job.id, job.actor, job.done, job.total)}
+                            " "
+                            <progress max=job.total.max(1) value=job.done></progress>
+                            " "
+                            {match (job.summary, job.finished_at) {
+                                (Some(summary), Some(at)) => Either::Left(view! { <span>{format!("done: {summary}, ")}</span><Time at/> }),
+                                _ => Either::Right(view! { <span>"running…"</span> }),
+                            }}
+                        </li>
+                    }
+                }).collect_view()}
+            </ul>
+        </section>
+    })
 }
 
 #[component]
@@ -159,6 +238,7 @@ fn DlqBody(
     };
     view! {
         <p class="dlq-summary" id="dlq-summary">{summary}</p>
+        <Jobs jobs=page.jobs.clone()/>
         {page.history.clone().map(|history| view! { <History history/> })}
         {preview.map(|preview| view! { <PreviewPanel preview query=query.clone() can_operate redrive/> })}
         {(!page.recent_redrives.is_empty()).then(|| view! { <RecentRedrives redrives=page.recent_redrives.clone()/> })}
