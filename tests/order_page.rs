@@ -14,6 +14,7 @@ use reqwest::header::{ACCEPT, COOKIE, LOCATION};
 both!(
     support_finds_a_refunded_order_by_any_id_and_reads_why,
     the_order_page_and_search_over_http,
+    a_refund_filed_before_its_order_was_known_is_in_the_story_with_its_redrive,
 );
 
 async fn app(kind: Kind) -> TestApp {
@@ -269,5 +270,70 @@ async fn the_order_page_and_search_over_http(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
+    app.shutdown().await;
+}
+
+async fn a_refund_filed_before_its_order_was_known_is_in_the_story_with_its_redrive(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let app = TestApp::spawn_with(kind, |s| {
+        s.processor.enabled = false;
+        s.outbox.relay.enabled = false;
+        s.processor.retry.max_attempts = 1;
+    })
+    .await;
+    // The refund names only its payment intent: its order is not known yet, so it is
+    // dead-lettered without an order.
+    app.post_stripe(&refund_created(
+        "evt_early_re",
+        "pi_early",
+        "re_early",
+        500,
+        T10_00 + 60,
+    ))
+    .await;
+    app.process().await;
+    assert_eq!(app.event_status("evt_early_re").await.0, "dead");
+    app.post_stripe(&payment_intent_succeeded(
+        "evt_early_pay",
+        "pi_early",
+        "order-early",
+        500,
+        T10_00,
+    ))
+    .await;
+    app.process().await;
+    let backend = app.backend();
+    let operator = app::backend::Principal {
+        user_id: 1,
+        name: "otto".into(),
+        role: Role::Operator,
+        must_change_password: false,
+        source: None,
+    };
+    let query = app::backend::DlqQuery::default();
+    let done = backend
+        .redrive(&operator, query, Some("payment arrived".into()))
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 1);
+    app.process().await;
+    let order = backend.order_detail("order-early").await.unwrap();
+    assert_eq!(order.status, "refunded");
+    let kinds: Vec<&str> = order.timeline.iter().map(|e| e.kind.as_str()).collect();
+    assert!(kinds.contains(&"dead-letter"), "{kinds:?}");
+    let redrive = order
+        .timeline
+        .iter()
+        .find(|e| e.kind == "redrive")
+        .unwrap_or_else(|| panic!("a redrive in {kinds:?}"));
+    let text = format!(
+        "{} {}",
+        redrive.title,
+        redrive.detail.clone().unwrap_or_default()
+    );
+    assert!(
+        text.contains("otto") && text.contains("payment arrived"),
+        "{text}"
+    );
     app.shutdown().await;
 }

@@ -32,8 +32,23 @@ test.describe('in Kolkata', () => {
     await expect(row.locator('time')).toContainText('UTC+5:30');
     await expect(row.locator('time .ago')).toContainText(/just now|s ago/);
 
-    // Not asserted yet: the pause while reading further down (scrolled > 240 px). In this
-    // test the status stayed "on" after window.scrollTo; to investigate.
+    // Reading further down pauses it; back at the top it resumes. (Enough rows first, so the
+    // page is taller than the window by more than the 240 px threshold.)
+    for (let i = 0; i < 12; i++) {
+      await deliver(request, paymentIntentSucceeded(`evt_fill_${uniqueSuffix()}`, `order-fill-${uniqueSuffix()}`));
+    }
+    await expect
+      .poll(() => page.locator('#inbox-table tbody tr').count(), { timeout: 15_000 })
+      .toBeGreaterThanOrEqual(13);
+    await page.setViewportSize({ width: 1280, height: 300 });
+    const scrollY = await page.evaluate(() => {
+      window.scrollTo(0, document.body.scrollHeight);
+      return window.scrollY;
+    });
+    expect(scrollY).toBeGreaterThan(240);
+    await expect(page.locator('#live-status')).toHaveAttribute('data-live', 'paused', { timeout: 10_000 });
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await expect(page.locator('#live-status')).toHaveAttribute('data-live', 'on', { timeout: 10_000 });
   });
 });
 

@@ -1,7 +1,8 @@
 // Dead-letter triage in the browser: a viewer sees no buttons, an operator redrives an item
-// and sees the outcome; a bulk dry run says what would happen and changes nothing.
+// and sees the outcome; a bulk dry run says what would happen and changes nothing; a refund
+// that came before its payment is redriven and the order's status and story change.
 import { expect, test, type APIRequestContext, type Page } from '@playwright/test';
-import { paymentIntentSucceeded, stripeSignature, uniqueSuffix } from './stripe';
+import { paymentAndFullRefund, paymentIntentSucceeded, stripeSignature, uniqueSuffix } from './stripe';
 import { screenshot } from './screenshots';
 import { signIn } from './session';
 
@@ -29,6 +30,47 @@ async function openWithRow(page: Page, eventId: string) {
   }).toPass({ timeout: 15_000 });
   return row;
 }
+
+async function deliver(request: APIRequestContext, raw: string): Promise<void> {
+  const response = await request.post('/webhooks/stripe', {
+    headers: { 'Content-Type': 'application/json', 'Stripe-Signature': stripeSignature(raw) },
+    data: raw,
+  });
+  expect(response.status(), await response.text()).toBe(200);
+}
+
+test('an operator redrives a refund that came before its payment; the order turns refunded', async ({ page, request }) => {
+  const orderId = `order-redrive-${uniqueSuffix()}`;
+  const { payment, refund } = paymentAndFullRefund(orderId);
+  // The refund names only the charge and payment intent: its order is not known yet.
+  const orphan = JSON.parse(refund);
+  delete orphan.data.object.metadata;
+  await deliver(request, JSON.stringify(orphan));
+  await signIn(page, 'operator', '/dlq');
+  await openWithRow(page, orphan.id);
+  await deliver(request, payment);
+  const badge = page.locator('#order-why .badge');
+  await expect(async () => {
+    await page.goto(`/orders/${orderId}`);
+    await expect(badge).toHaveText('paid', { timeout: 1_000 });
+  }).toPass({ timeout: 15_000 });
+  await expect(page.locator('#timeline li[data-kind=redrive]')).toHaveCount(0);
+
+  const row = await openWithRow(page, orphan.id);
+  await expect(page.locator('.app[data-hydrated=true]')).toBeVisible();
+  await row.locator('input[name=reason]').first().fill('payment arrived');
+  await row.locator('button.redrive').click();
+  await expect(page.locator('#redrive-result')).toContainText('requeued');
+
+  await expect(async () => {
+    await page.goto(`/orders/${orderId}`);
+    await expect(badge).toHaveText('refunded', { timeout: 1_000 });
+  }).toPass({ timeout: 15_000 });
+  await expect(page.locator('#total-refunded')).toContainText('42.00 EUR');
+  const redrive = page.locator('#timeline li[data-kind=redrive]');
+  await expect(redrive).toHaveCount(1);
+  await expect(redrive).toContainText('payment arrived');
+});
 
 test.describe('without JavaScript', () => {
   test.use({ javaScriptEnabled: false });

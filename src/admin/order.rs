@@ -4,7 +4,7 @@
 use app::backend::{OrderDetail, OrderResourceView, SearchHit, TimelineEntry};
 use sqlx::Row;
 
-use crate::store::dead_letters::{self, DeadLetter, DeadLetterFilter};
+use crate::store::dead_letters::{self, DeadLetter};
 use crate::store::read::{order_view, OrderView};
 use crate::store::triage::{self, OrderRedrive};
 use crate::store::{now_ms, Db};
@@ -16,18 +16,8 @@ pub async fn order_detail(db: &Db, order_id: &str) -> anyhow::Result<Option<Orde
     let Some(view) = order_view(db, order_id).await? else {
         return Ok(None);
     };
-    let dead = dead_letters::list(
-        db,
-        &DeadLetterFilter {
-            order_id: Some(order_id.to_string()),
-            // No status: a resolved or redriven dead letter is part of the story too.
-            status: None,
-            limit: ORDER_DEAD_LETTERS,
-            ..Default::default()
-        },
-        now_ms(),
-    )
-    .await?;
+    // Any status: a resolved or redriven dead letter is part of the story too.
+    let dead = dead_letters::of_order(db, order_id, ORDER_DEAD_LETTERS, now_ms()).await?;
     let redrives = triage::redrives_of_order(db, order_id).await?;
     Ok(Some(detail(view, &dead, &redrives)))
 }

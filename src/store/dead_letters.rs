@@ -273,6 +273,35 @@ pub async fn list(db: &Db, filter: &DeadLetterFilter, now: i64) -> anyhow::Resul
         .collect::<Result<_, _>>()?)
 }
 
+/// The SQL selecting the ids of an order's dead letters (`$1`: the order id): those filed
+/// with the order, and those of its events that were filed before the order was known (a
+/// refund that came before its payment), found through their inbox row.
+pub const ORDER_DEAD_LETTER_IDS: &str = "SELECT id FROM dead_letters WHERE order_id = $1 \
+     UNION SELECT id FROM dead_letters WHERE stage = 'processor' \
+     AND source_id IN (SELECT id FROM inbox_events WHERE order_id = $1)";
+
+/// An order's dead letters, newest first, at most `limit`.
+pub async fn of_order(
+    db: &Db,
+    order_id: &str,
+    limit: i64,
+    now: i64,
+) -> anyhow::Result<Vec<DeadLetter>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM dead_letters WHERE id IN ({ORDER_DEAD_LETTER_IDS}) \
+         ORDER BY id DESC LIMIT {}",
+        limit.clamp(1, 10_000)
+    );
+    let rows = sqlx::query(&sql)
+        .bind(order_id)
+        .fetch_all(db.reader())
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| summary(r, now))
+        .collect::<Result<_, _>>()?)
+}
+
 pub async fn show(db: &Db, id: i64, now: i64) -> anyhow::Result<Option<DeadLetterDetail>> {
     let Some(row) = sqlx::query(&format!(
         "SELECT {COLUMNS}, error_history, payload FROM dead_letters WHERE id = $1"

@@ -66,11 +66,11 @@ pub struct OrderRedrive {
 
 /// The redrives of an order's dead letters, oldest first.
 pub async fn redrives_of_order(db: &Db, order_id: &str) -> anyhow::Result<Vec<OrderRedrive>> {
-    let rows = sqlx::query(
-        "SELECT r.dead_letter_id, r.actor, r.reason, r.outcome, r.at \
-         FROM redrives r JOIN dead_letters d ON d.id = r.dead_letter_id \
-         WHERE d.order_id = $1 AND r.dry_run = 0 ORDER BY r.id",
-    )
+    let rows = sqlx::query(&format!(
+        "SELECT r.dead_letter_id, r.actor, r.reason, r.outcome, r.at FROM redrives r \
+         WHERE r.dead_letter_id IN ({}) AND r.dry_run = 0 ORDER BY r.id",
+        super::dead_letters::ORDER_DEAD_LETTER_IDS
+    ))
     .bind(order_id)
     .fetch_all(db.reader())
     .await?;
