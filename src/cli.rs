@@ -18,8 +18,9 @@ use crate::store::Db;
 pub struct Cli {
     #[command(flatten)]
     pub common: Common,
+    /// Without one, `serve` (what `cargo leptos watch` and a bare `oncehook` run).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -264,7 +265,7 @@ async fn open(settings: &Settings) -> anyhow::Result<Db> {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
+    match cli.command.unwrap_or(Command::Serve { listen: None }) {
         Command::Serve { listen } => {
             let mut settings = cli.common.settings(listen)?;
             let dev_secret = settings.ensure_dev_provider()?;

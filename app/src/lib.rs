@@ -49,6 +49,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="robots" content="noindex"/>
                 <link rel="stylesheet" href=stylesheet/>
                 <link rel="icon" href=FAVICON/>
+                // Only under `cargo leptos watch` (LEPTOS_WATCH set): the live-reload script.
+                <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>

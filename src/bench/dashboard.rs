@@ -192,6 +192,19 @@ pub async fn measure(
     let events = multiply(&server.db, events).await?;
     let seed_secs = seeded.elapsed().as_secs_f64();
     let cookie = sign_in(&server.db, &base).await?;
+    let now = crate::store::now_ms();
+    let (_, token) = crate::store::tokens::create(
+        &server.db,
+        &crate::store::tokens::NewToken {
+            name: "bench",
+            role: "viewer",
+            created_by: "bench",
+            now,
+            expires_at: now + 3_600_000,
+        },
+        None,
+    )
+    .await?;
 
     let (mid, any_id): (i64, i64) = sqlx::query_as("SELECT MAX(id) / 2, MAX(id) FROM inbox_events")
         .fetch_one(server.db.reader())
@@ -237,6 +250,15 @@ pub async fn measure(
         ("dead letters", "/dlq".into()),
         ("audit log", "/admin/audit".into()),
         ("/metrics", "/metrics".into()),
+        ("API: overview, last hour", "/api/v1/overview".into()),
+        ("API: events, newest", "/api/v1/events".into()),
+        (
+            "API: events by order",
+            format!("/api/v1/events?order={order}"),
+        ),
+        ("API: event", format!("/api/v1/events/{any_id}")),
+        ("API: order", format!("/api/v1/orders/{order}")),
+        ("API: dead letters", "/api/v1/dead-letters".into()),
     ];
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -252,6 +274,8 @@ pub async fn measure(
                 .get(&url)
                 .header(reqwest::header::COOKIE, &cookie)
                 .header(reqwest::header::ACCEPT, "text/html")
+                // Pages ignore it; the API reads only it.
+                .bearer_auth(&token)
                 .send()
                 .await?;
             status = r.status().as_u16();

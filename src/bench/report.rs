@@ -399,7 +399,7 @@ fn render_db(o: &mut String, r: &DbResults) {
         for page in &d.pages {
             let _ = writeln!(
                 o,
-                "| dashboard on {} events: {} | HTTP {} | {} | {} | | `{}`, {} requests after one warm-up, admin session |",
+                "| dashboard on {} events: {} | HTTP {} | {} | {} | | `{}`, {} requests after one warm-up, admin session (pages) or viewer token (API) |",
                 thousands(d.events as f64),
                 page.label,
                 page.status,

@@ -28,11 +28,19 @@ const EMBEDDED_CSS: &str = include_str!("../../style/main.css");
 /// pages still render on the server and work without JavaScript; they just aren't hydrated.
 pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf) -> Router {
     // Built in code, not read from Cargo.toml, so the binary runs from any directory.
-    let options = LeptosOptions::builder()
+    let mut options = LeptosOptions::builder()
         .output_name(OUTPUT_NAME)
         .site_root(site_root.to_string_lossy().into_owned())
         .site_pkg_dir(PKG_DIR)
         .build();
+    // Under `cargo leptos watch`: the port of its live-reload socket (Cargo.toml's
+    // `[package.metadata.leptos] reload-port`); the shell's AutoReload connects to it.
+    if let Some(port) = std::env::var("LEPTOS_RELOAD_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+    {
+        options.reload_port = port;
+    }
 
     // leptos_routes_with_context runs this for page renders and server-function calls alike.
     let raw_route = get(raw_body).with_state(backend.clone());

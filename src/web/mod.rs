@@ -77,9 +77,19 @@ async fn security_headers(
     let nonce = base64::engine::general_purpose::STANDARD.encode(bytes);
     request.extensions_mut().insert(CspNonce(nonce.clone()));
     let mut response = next.run(request).await;
+    // `cargo leptos watch` (development only) reloads the page through a websocket on its
+    // own port; nothing else ever connects anywhere but this origin.
+    static CONNECT: std::sync::LazyLock<&str> = std::sync::LazyLock::new(|| {
+        if std::env::var_os("LEPTOS_WATCH").is_some() {
+            "'self' ws:"
+        } else {
+            "'self'"
+        }
+    });
+    let connect = *CONNECT;
     let csp = format!(
         "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
-         style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
+         style-src 'self'; img-src 'self' data:; connect-src {connect}; object-src 'none'; \
          base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     );
     let headers = response.headers_mut();
