@@ -26,6 +26,7 @@ both!(
     inbox_filters_live_in_the_url_and_pages_by_keyset,
     inbox_filters_by_event_correlation_time_and_payload_field,
     a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs,
+    a_bulk_redrive_finishes_when_its_request_is_abandoned,
 );
 
 async fn app(kind: Kind) -> TestApp {
@@ -939,6 +940,43 @@ async fn a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs(kind: Kind)
         app.count("SELECT COUNT(*) FROM dead_letters WHERE status = 'open'")
             .await,
         0
+    );
+    app.shutdown().await;
+}
+
+async fn a_bulk_redrive_finishes_when_its_request_is_abandoned(kind: Kind) {
+    const N: usize = 300;
+    let _turn = common::dashboard_turn().await;
+    let app = app(kind).await;
+    for chunk in (0..N as u32).collect::<Vec<_>>().chunks(50) {
+        futures::future::join_all(chunk.iter().map(|n| unsupported_version(&app, *n))).await;
+    }
+    process_through_retries(&app).await;
+    let operator = app.sign_in("otto", Role::Operator).await;
+    // The client gives up after 20 ms, long before 300 redrives are done.
+    let gave_up = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(20))
+        .build()
+        .unwrap()
+        .post(format!("{}{}", app.url, RedriveDeadLetters::PATH))
+        .header(COOKIE, &operator)
+        .header("Origin", &app.url)
+        .form(&[("reason", "bulk")])
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client timed out");
+    let open = "SELECT COUNT(*) FROM dead_letters WHERE status = 'open'";
+    for _ in 0..200 {
+        if app.count(open).await == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.count(open).await, 0, "every item redriven");
+    let (_, html) = app.page("/dlq", &operator).await;
+    assert!(
+        html.contains(&format!("done: {N} requeued")),
+        "the job has its summary"
     );
     app.shutdown().await;
 }

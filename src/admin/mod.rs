@@ -515,36 +515,40 @@ impl AdminBackend for StoreBackend {
         let reason = reason
             .map(|r| r.trim().to_string())
             .filter(|r| !r.is_empty());
-        let actor = Actor {
-            name: &who.name,
-            reason: reason.as_deref(),
-        };
         // A bulk redrive shows its progress on the page while it runs; one item is instant.
         let job = query
             .id
             .is_none()
             .then(|| self.jobs.start(&who.name, &query.to_query_string()));
-        let results = redrive::redrive(
-            &self.db,
-            &self.providers,
-            &filter_of(&query),
-            false,
-            &actor,
-            |done, total| {
-                if let Some(job) = &job {
-                    job.progress(done, total);
-                }
-            },
-        )
-        .await;
-        if let Some(job) = &job {
-            job.finish(match &results {
-                Ok(results) => jobs::summary(results.iter().map(|r| r.outcome.as_str())),
-                Err(_) => {
-                    "stopped by an error (see the server log); what was done stays done".into()
-                }
-            });
-        }
+        // Its own task: a request that ends early (client gone, request timeout) does not
+        // stop it halfway, and the job always gets its summary.
+        let (db, providers, name) = (self.db.clone(), self.providers.clone(), who.name.clone());
+        let filter = filter_of(&query);
+        let results = tokio::spawn(async move {
+            let actor = Actor {
+                name: &name,
+                reason: reason.as_deref(),
+            };
+            let results =
+                redrive::redrive(&db, &providers, &filter, false, &actor, |done, total| {
+                    if let Some(job) = &job {
+                        job.progress(done, total);
+                    }
+                })
+                .await;
+            if let Some(job) = &job {
+                job.finish(match &results {
+                    Ok(results) => jobs::summary(results.iter().map(|r| r.outcome.as_str())),
+                    Err(_) => {
+                        "stopped by an error (see the server log); what was done stays done".into()
+                    }
+                });
+            }
+            results
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("the redrive task ended: {e}"))
+        .and_then(|r| r);
         let results = results.map_err(backend_error("redriving"))?;
         Ok(results
             .into_iter()
