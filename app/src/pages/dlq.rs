@@ -140,7 +140,11 @@ fn Jobs(jobs: Vec<RedriveJobView>) -> impl IntoView {
                     let selection = if job.selection.is_empty() { "everything open".to_string() } else { job.selection.clone() };
                     view! {
                         <li data-running=running.then_some("true")>
-                            {format!("#{} by {} ({selection}): {} of {}", job.id, job.actor, job.done, job.total)}
+                            {if running && job.total == 0 {
+                                format!("#{} by {} ({selection}): selecting the dead letters…", job.id, job.actor)
+                            } else {
+                                format!("#{} by {} ({selection}): {} of {}", job.id, job.actor, job.done, job.total)
+                            }}
                             " "
                             <progress max=job.total.max(1) value=job.done></progress>
                             " "
