@@ -257,6 +257,13 @@ impl DeadLetterFilter {
     }
 }
 
+fn summaries(rows: &[sqlx::any::AnyRow], now: i64) -> anyhow::Result<Vec<DeadLetter>> {
+    Ok(rows
+        .iter()
+        .map(|r| summary(r, now))
+        .collect::<Result<_, _>>()?)
+}
+
 /// Newest first.
 pub async fn list(db: &Db, filter: &DeadLetterFilter, now: i64) -> anyhow::Result<Vec<DeadLetter>> {
     let (clause, args) = filter.where_clause();
@@ -267,10 +274,7 @@ pub async fn list(db: &Db, filter: &DeadLetterFilter, now: i64) -> anyhow::Resul
     let rows = bind_all(sqlx::query(&sql), args)
         .fetch_all(db.reader())
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| summary(r, now))
-        .collect::<Result<_, _>>()?)
+    summaries(&rows, now)
 }
 
 /// The SQL selecting the ids of an order's dead letters (`$1`: the order id): those filed
@@ -296,10 +300,7 @@ pub async fn of_order(
         .bind(order_id)
         .fetch_all(db.reader())
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| summary(r, now))
-        .collect::<Result<_, _>>()?)
+    summaries(&rows, now)
 }
 
 pub async fn show(db: &Db, id: i64, now: i64) -> anyhow::Result<Option<DeadLetterDetail>> {
