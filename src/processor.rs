@@ -148,14 +148,16 @@ impl Processor {
             rollup.filed(now, &provider, outcome, received_at);
         }
         for (provider, moved) in after.moved {
-            let currency = moved.currency.as_deref().unwrap_or("XXX");
-            for (kind, amount) in [
-                ("paid", moved.paid),
-                ("refunded", moved.refunded),
-                ("disputed", moved.disputed),
-            ] {
-                rollup.add(now, &provider, &format!("{kind}:{currency}"), amount);
-            }
+            rollup.moved(
+                now,
+                &provider,
+                moved.currency.as_deref().unwrap_or("XXX"),
+                [
+                    ("paid", moved.paid),
+                    ("refunded", moved.refunded),
+                    ("disputed", moved.disputed),
+                ],
+            );
         }
         Ok(())
     }

@@ -272,6 +272,26 @@ async fn no_token_or_a_dead_one_is_refused_with_401(kind: Kind) {
             "{what}: {body}"
         );
     }
+    // The scheme name is case-insensitive (RFC 9110 §11.1) and may be followed by more than
+    // one space; another scheme, or none, is refused.
+    for (header, want) in [
+        (format!("bearer {live}"), 200),
+        (format!("BEARER {live}"), 200),
+        (format!("Bearer   {live}"), 200),
+        (format!("Basic {live}"), 401),
+        (format!("Bearer{live}"), 401),
+        (live.clone(), 401),
+    ] {
+        let status = app
+            .http
+            .get(format!("{}/api/v1/overview", app.url))
+            .header(reqwest::header::AUTHORIZATION, &header)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, want, "Authorization: {header}");
+    }
     // An unknown API path is a JSON 404 behind the token, not the dashboard's sign-in page.
     let (status, body) = get(&app, "/api/v1/nothing/here", Some(&live)).await;
     assert_eq!(status, 404);

@@ -27,6 +27,7 @@ both!(
     inbox_filters_by_event_correlation_time_and_payload_field,
     a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs,
     a_bulk_redrive_finishes_when_its_request_is_abandoned,
+    a_bulk_redrive_whose_instance_stopped_shows_as_interrupted,
 );
 
 async fn app(kind: Kind) -> TestApp {
@@ -906,8 +907,17 @@ async fn a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs(kind: Kind)
                 .status()
         })
     };
+    // Another instance on the same database (its own backend, its own memory) shows the
+    // same job: progress lives in the database, not in the instance that runs it.
+    let other = backend(&app);
     let mut running: Vec<usize> = vec![];
+    let mut seen_elsewhere: Vec<usize> = vec![];
     while !run.is_finished() {
+        if let Some(job) = other.redrive_jobs().await.unwrap().first() {
+            if job.finished_at.is_none() && job.total == N {
+                seen_elsewhere.push(job.done);
+            }
+        }
         let (status, html) = app.page("/dlq", &viewer).await;
         assert_eq!(status, 200);
         if let Some(at) = html.find("data-running=\"true\"") {
@@ -932,6 +942,18 @@ async fn a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs(kind: Kind)
         "progress seen while it ran: {running:?}"
     );
     assert!(running.windows(2).all(|w| w[0] <= w[1]), "{running:?}");
+    assert!(
+        seen_elsewhere.iter().any(|done| *done < N),
+        "another instance saw it run: {seen_elsewhere:?}"
+    );
+    let elsewhere = other.redrive_jobs().await.unwrap();
+    assert_eq!(elsewhere.len(), 1, "{elsewhere:?}");
+    assert_eq!((elsewhere[0].done, elsewhere[0].total), (N, N));
+    assert_eq!(
+        elsewhere[0].summary.as_deref(),
+        Some(format!("{N} requeued").as_str())
+    );
+    assert_eq!(elsewhere[0].actor, "otto");
     let (_, html) = app.page("/dlq", &viewer).await;
     assert!(html.contains("id=\"redrive-jobs\""));
     assert!(
@@ -981,6 +1003,49 @@ async fn a_bulk_redrive_finishes_when_its_request_is_abandoned(kind: Kind) {
     assert!(
         html.contains(&format!("done: {N} requeued")),
         "the job has its summary"
+    );
+    app.shutdown().await;
+}
+
+async fn a_bulk_redrive_whose_instance_stopped_shows_as_interrupted(kind: Kind) {
+    let app = app(kind).await;
+    let now = oncehook::store::now_ms();
+    // A job its instance stopped reporting on a minute ago (killed mid-run), and one that
+    // is alive (reported just now).
+    for (actor, updated_at) in [("dead-instance", now - 60_000), ("alive", now)] {
+        sqlx::query(
+            "INSERT INTO redrive_jobs (actor, selection, instance_id, started_at, total, done, \
+             updated_at) VALUES ($1, 'class=transient', 'gone', $2, 50, 20, $3)",
+        )
+        .bind(actor)
+        .bind(now - 120_000)
+        .bind(updated_at)
+        .execute(app.db.writer())
+        .await
+        .unwrap();
+    }
+    let jobs = backend(&app).redrive_jobs().await.unwrap();
+    let [alive, dead] = jobs.as_slice() else {
+        panic!("{jobs:?}")
+    };
+    assert_eq!((alive.actor.as_str(), alive.interrupted), ("alive", false));
+    assert_eq!(
+        (dead.actor.as_str(), dead.interrupted),
+        ("dead-instance", true)
+    );
+    assert_eq!(dead.finished_at, None);
+
+    let viewer = app.sign_in("vera", Role::Viewer).await;
+    let (_, html) = app.page("/dlq", &viewer).await;
+    assert!(
+        html.contains("by dead-instance (class=transient): interrupted at 20 of 50"),
+        "{html}"
+    );
+    assert!(html.contains("by alive (class=transient): 20 of 50"));
+    assert_eq!(
+        html.matches("data-running=\"true\"").count(),
+        1,
+        "only the live job runs"
     );
     app.shutdown().await;
 }

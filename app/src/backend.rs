@@ -606,7 +606,7 @@ pub struct DlqPage {
     pub due_within_24h: i64,
     /// One item's whole history, when the page shows one (`/dlq?id=…`).
     pub history: Option<DeadLetterHistory>,
-    /// Bulk redrives running or recently finished on this instance, newest first.
+    /// Bulk redrives running or recently finished (on any instance), newest first.
     pub jobs: Vec<RedriveJobView>,
 }
 
@@ -624,6 +624,8 @@ pub struct RedriveJobView {
     pub finished_at: Option<String>,
     /// `998 requeued, 2 skipped`, or why it stopped.
     pub summary: Option<String>,
+    /// Unfinished, and the instance running it stopped reporting: it will not finish.
+    pub interrupted: bool,
 }
 
 /// Every failed attempt of one dead letter and every redrive of it, oldest first.
@@ -798,7 +800,7 @@ pub trait AdminBackend: Send + Sync + 'static {
         Err(AppError::NotFound)
     }
 
-    /// Bulk redrives running or recently finished on this instance, newest first.
+    /// Bulk redrives running or recently finished (on any instance), newest first.
     async fn redrive_jobs(&self) -> Result<Vec<RedriveJobView>, AppError> {
         Ok(vec![])
     }

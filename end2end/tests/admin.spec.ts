@@ -1,20 +1,12 @@
 // The rest of the dashboard in the browser: the inbox that updates itself (and pauses while
 // someone reads further down), times in the viewer's own time zone, settings without
 // secrets, and an admin's API token made, used on /api/v1 and revoked.
-import { expect, test, type APIRequestContext } from '@playwright/test';
+import { expect, test } from '@playwright/test';
 import { screenshot } from './screenshots';
 import { signIn } from './session';
-import { paymentIntentSucceeded, stripeSignature, STRIPE_SECRET, uniqueSuffix } from './stripe';
+import { deliver, paymentIntentSucceeded, STRIPE_SECRET, uniqueSuffix } from './stripe';
 
 test.use({ baseURL: process.env.ONCEHOOK_E2E_URL });
-
-async function deliver(request: APIRequestContext, body: string): Promise<void> {
-  const response = await request.post('/webhooks/stripe', {
-    headers: { 'Content-Type': 'application/json', 'Stripe-Signature': stripeSignature(body) },
-    data: body,
-  });
-  expect(response.status(), await response.text()).toBe(200);
-}
 
 test.describe('in Kolkata', () => {
   test.use({ timezoneId: 'Asia/Kolkata' });

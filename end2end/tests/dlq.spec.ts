@@ -2,7 +2,7 @@
 // and sees the outcome; a bulk dry run says what would happen and changes nothing; a refund
 // that came before its payment is redriven and the order's status and story change.
 import { expect, test, type APIRequestContext, type Page } from '@playwright/test';
-import { paymentAndFullRefund, paymentIntentSucceeded, stripeSignature, uniqueSuffix } from './stripe';
+import { deliver, paymentAndFullRefund, paymentIntentSucceeded, uniqueSuffix } from './stripe';
 import { screenshot } from './screenshots';
 import { signIn } from './session';
 
@@ -13,12 +13,7 @@ async function deadLetter(request: APIRequestContext): Promise<string> {
   const eventId = `evt_e2e_dlq_${uniqueSuffix()}`;
   const body = JSON.parse(paymentIntentSucceeded(eventId, `order-dlq-${uniqueSuffix()}`));
   body.api_version = '2015-01-01';
-  const raw = JSON.stringify(body);
-  const response = await request.post('/webhooks/stripe', {
-    headers: { 'Content-Type': 'application/json', 'Stripe-Signature': stripeSignature(raw) },
-    data: raw,
-  });
-  expect(response.status()).toBe(200);
+  await deliver(request, JSON.stringify(body));
   return eventId;
 }
 
@@ -29,14 +24,6 @@ async function openWithRow(page: Page, eventId: string) {
     await expect(row).toBeVisible({ timeout: 1_000 });
   }).toPass({ timeout: 15_000 });
   return row;
-}
-
-async function deliver(request: APIRequestContext, raw: string): Promise<void> {
-  const response = await request.post('/webhooks/stripe', {
-    headers: { 'Content-Type': 'application/json', 'Stripe-Signature': stripeSignature(raw) },
-    data: raw,
-  });
-  expect(response.status(), await response.text()).toBe(200);
 }
 
 test('an operator redrives a refund that came before its payment; the order turns refunded', async ({ page, request }) => {

@@ -1,22 +1,14 @@
 // The inbox against the real server: a signed Stripe delivery goes in through
 // /webhooks/stripe and must show up as a row on the dashboard, with and without JavaScript.
-import { expect, test, type APIRequestContext, type Locator, type Page } from '@playwright/test';
+import { expect, test, type Locator, type Page } from '@playwright/test';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { paymentIntentSucceeded, stripeSignature, uniqueSuffix } from './stripe';
+import { deliver, paymentIntentSucceeded, uniqueSuffix } from './stripe';
 import { signIn } from './session';
 
 test.use({ baseURL: process.env.ONCEHOOK_E2E_URL });
 
 const STATUSES = /^(pending|processing|applied|duplicate|stale|refused|ignored|failed)$/;
-
-async function deliver(request: APIRequestContext, body: string): Promise<void> {
-  const response = await request.post('/webhooks/stripe', {
-    headers: { 'Content-Type': 'application/json', 'Stripe-Signature': stripeSignature(body) },
-    data: body,
-  });
-  expect(response.status(), await response.text()).toBe(200);
-}
 
 /** Cell of a row by its column header, so the test doesn't depend on column order. */
 async function cell(page: Page, row: Locator, header: string): Promise<Locator> {

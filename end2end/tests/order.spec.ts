@@ -4,17 +4,9 @@
 import { expect, test, type APIRequestContext, type Page } from '@playwright/test';
 import { screenshot } from './screenshots';
 import { signIn } from './session';
-import { paymentAndFullRefund, stripeSignature, uniqueSuffix } from './stripe';
+import { deliver, paymentAndFullRefund, uniqueSuffix } from './stripe';
 
 test.use({ baseURL: process.env.ONCEHOOK_E2E_URL });
-
-async function deliver(request: APIRequestContext, body: string): Promise<void> {
-  const response = await request.post('/webhooks/stripe', {
-    headers: { 'Content-Type': 'application/json', 'Stripe-Signature': stripeSignature(body) },
-    data: body,
-  });
-  expect(response.status(), await response.text()).toBe(200);
-}
 
 /** A paid and fully refunded order; returns its id and the charge id. */
 async function refundedOrder(request: APIRequestContext): Promise<{ orderId: string; chargeId: string }> {

@@ -3,18 +3,14 @@
 import { expect, test, type APIRequestContext, type Page } from '@playwright/test';
 import { screenshot } from './screenshots';
 import { signIn } from './session';
-import { paymentAndFullRefund, stripeSignature, uniqueSuffix } from './stripe';
+import { deliver, paymentAndFullRefund, uniqueSuffix } from './stripe';
 
 test.use({ baseURL: process.env.ONCEHOOK_E2E_URL });
 
 async function deliverTraffic(request: APIRequestContext): Promise<void> {
   const { payment, refund } = paymentAndFullRefund(`order-ov-${uniqueSuffix()}`);
   for (const body of [payment, payment, refund]) {
-    const response = await request.post('/webhooks/stripe', {
-      headers: { 'Content-Type': 'application/json', 'Stripe-Signature': stripeSignature(body) },
-      data: body,
-    });
-    expect(response.status()).toBe(200);
+    await deliver(request, body);
   }
 }
 

@@ -1,6 +1,7 @@
 // Builds and signs webhook deliveries the way Stripe does:
 //   Stripe-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
 // where the secret is used as a literal string (not base64-decoded).
+import { expect, type APIRequestContext } from '@playwright/test';
 import { createHmac, randomBytes } from 'node:crypto';
 
 export const STRIPE_SECRET = 'whsec_e2e_secret';
@@ -89,4 +90,13 @@ export function paymentAndFullRefund(orderId: string): { payment: string; refund
     },
   };
   return { payment: JSON.stringify(payment), refund: JSON.stringify(refund), chargeId };
+}
+
+/** Posts a signed delivery to /webhooks/stripe as Stripe would; the receiver must take it (200). */
+export async function deliver(request: APIRequestContext, body: string): Promise<void> {
+  const response = await request.post('/webhooks/stripe', {
+    headers: { 'Content-Type': 'application/json', 'Stripe-Signature': stripeSignature(body) },
+    data: body,
+  });
+  expect(response.status(), await response.text()).toBe(200);
 }

@@ -1,91 +1,122 @@
-//! Bulk redrives as they run: how far each is, so the person who started one (and anyone
-//! else opening the dead-letter page on this instance) sees progress, then its summary.
-//! In memory: the durable record is the per-item `redrives` and `audit_log` rows that
-//! every redrive writes anyway.
+//! Bulk redrives as they run. Each is a row in `redrive_jobs` (store::redrive_jobs) that
+//! the running instance writes every `REPORT_EVERY_MS` and closes with a summary, so the
+//! dead-letter page of every instance shows its progress; the per-item record is the
+//! `redrives` and `audit_log` rows every redrive writes anyway.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use app::backend::RedriveJobView;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
-use crate::store::{now_ms, read::rfc3339};
+use crate::redrive::RedriveResult;
+use crate::store::redrive_jobs::{self, JobRow, REPORT_EVERY_MS};
+use crate::store::{now_ms, read::rfc3339, Db};
 
-/// Finished jobs kept for the page, newest first.
-const KEEP: usize = 10;
+/// `total` before the selection is known.
+const UNKNOWN: usize = usize::MAX;
 
-pub struct Job {
-    id: u64,
-    actor: String,
-    selection: String,
-    started_at: i64,
-    total: AtomicUsize,
+/// How far a running redrive is: set by its progress callback, written by `report_while`.
+pub struct Progress {
     done: AtomicUsize,
-    /// (finished at, summary) once it ended.
-    end: Mutex<Option<(i64, String)>>,
+    total: AtomicUsize,
+    /// Wakes the reporter when the total becomes known, so "0 of N" is written at once.
+    counted: Notify,
 }
 
-impl Job {
-    pub fn progress(&self, done: usize, total: usize) {
-        self.total.store(total, Ordering::Relaxed);
-        self.done.store(done, Ordering::Relaxed);
-    }
-
-    pub fn finish(&self, summary: String) {
-        *self.end.lock().unwrap_or_else(|e| e.into_inner()) = Some((now_ms(), summary));
-    }
-
-    fn view(&self) -> RedriveJobView {
-        let end = self.end.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        RedriveJobView {
-            id: self.id,
-            actor: self.actor.clone(),
-            selection: self.selection.clone(),
-            total: self.total.load(Ordering::Relaxed),
-            done: self.done.load(Ordering::Relaxed),
-            started_at: rfc3339(self.started_at),
-            finished_at: end.as_ref().map(|(at, _)| rfc3339(*at)),
-            summary: end.map(|(_, summary)| summary),
-        }
-    }
-}
-
-#[derive(Default)]
-pub struct RedriveJobs {
-    next: AtomicU64,
-    jobs: Mutex<VecDeque<Arc<Job>>>,
-}
-
-impl RedriveJobs {
-    pub fn start(&self, actor: &str, selection: &str) -> Arc<Job> {
-        let job = Arc::new(Job {
-            id: self.next.fetch_add(1, Ordering::Relaxed) + 1,
-            actor: actor.to_string(),
-            selection: selection.to_string(),
-            started_at: now_ms(),
-            total: AtomicUsize::new(0),
+impl Default for Progress {
+    fn default() -> Self {
+        Self {
             done: AtomicUsize::new(0),
-            end: Mutex::new(None),
-        });
-        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        jobs.push_front(job.clone());
-        // Running jobs are never dropped; the oldest finished ones are.
-        while jobs.len() > KEEP {
-            let Some(oldest_finished) = jobs
-                .iter()
-                .rposition(|j| j.end.lock().map(|e| e.is_some()).unwrap_or(true))
-            else {
-                break;
-            };
-            jobs.remove(oldest_finished);
+            total: AtomicUsize::new(UNKNOWN),
+            counted: Notify::new(),
         }
-        job
+    }
+}
+
+impl Progress {
+    pub fn set(&self, done: usize, total: usize) {
+        self.done.store(done, Ordering::Relaxed);
+        if self.total.swap(total, Ordering::Relaxed) == UNKNOWN {
+            self.counted.notify_one();
+        }
     }
 
-    /// Newest first.
-    pub fn list(&self) -> Vec<RedriveJobView> {
-        let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        jobs.iter().map(|j| j.view()).collect()
+    fn get(&self) -> (usize, Option<usize>) {
+        let total = self.total.load(Ordering::Relaxed);
+        (
+            self.done.load(Ordering::Relaxed),
+            (total != UNKNOWN).then_some(total),
+        )
+    }
+}
+
+/// Runs `work` (a bulk redrive feeding `progress`) as job `id`: its row is written when the
+/// total is known and every `REPORT_EVERY_MS` (a heartbeat even when nothing moved), then
+/// closed with the summary. A failed progress write is logged and never stops the redrive.
+///
+/// The writes come from their own task, so `work` keeps being polled meanwhile: on SQLite
+/// the write pool is one connection, which `work` may hold mid-transaction, and a report
+/// awaited in between would wait for it forever.
+pub async fn report_while(
+    db: &Db,
+    id: i64,
+    progress: Arc<Progress>,
+    work: impl Future<Output = anyhow::Result<Vec<RedriveResult>>>,
+) -> anyhow::Result<Vec<RedriveResult>> {
+    let stop = CancellationToken::new();
+    let reporter = tokio::spawn({
+        let (db, progress, stop) = (db.clone(), progress.clone(), stop.clone());
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(REPORT_EVERY_MS));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                    _ = progress.counted.notified() => {}
+                }
+                let (done, total) = progress.get();
+                if let Err(e) = redrive_jobs::report(&db, id, done, total, now_ms()).await {
+                    warn!(error = %e, job = id, "writing a bulk redrive's progress failed");
+                }
+            }
+        }
+    });
+    let results = work.await;
+    stop.cancel();
+    // The last report lands before the summary, never after it.
+    let _ = reporter.await;
+    let summary = match &results {
+        Ok(results) => summary(results.iter().map(|r| r.outcome.as_str())),
+        Err(_) => "stopped by an error (see the server log); what was done stays done".into(),
+    };
+    let (done, total) = progress.get();
+    if let Err(e) =
+        redrive_jobs::finish(db, id, done, total.unwrap_or(done), &summary, now_ms()).await
+    {
+        warn!(error = %e, job = id, "recording the end of a bulk redrive failed");
+    }
+    results
+}
+
+/// A job's row as the dead-letter page shows it.
+pub fn view(job: JobRow, now: i64) -> RedriveJobView {
+    RedriveJobView {
+        id: job.id as u64,
+        interrupted: job.interrupted(now),
+        actor: job.actor,
+        selection: job.selection,
+        total: job.total.unwrap_or(0) as usize,
+        done: job.done as usize,
+        started_at: rfc3339(job.started_at),
+        finished_at: job.finished_at.map(rfc3339),
+        summary: job.summary,
     }
 }
 
@@ -128,23 +159,11 @@ mod tests {
     }
 
     #[test]
-    fn running_jobs_are_kept_and_old_finished_ones_dropped() {
-        let jobs = RedriveJobs::default();
-        let running = jobs.start("ada", "class=unknown");
-        for _ in 0..15 {
-            jobs.start("bob", "").finish("1 requeued".into());
-        }
-        let list = jobs.list();
-        assert_eq!(list.len(), KEEP);
-        assert!(list
-            .iter()
-            .any(|j| j.id == running.id && j.finished_at.is_none()));
-        running.progress(3, 7);
-        let view = jobs
-            .list()
-            .into_iter()
-            .find(|j| j.id == running.id)
-            .unwrap();
-        assert_eq!((view.done, view.total), (3, 7));
+    fn progress_knows_when_its_total_is_known() {
+        let progress = Progress::default();
+        assert_eq!(progress.get(), (0, None));
+        progress.set(0, 7);
+        progress.set(3, 7);
+        assert_eq!(progress.get(), (3, Some(7)));
     }
 }

@@ -24,7 +24,7 @@ use crate::redrive;
 use crate::store::dead_letters::{self, Actor, DeadLetterFilter};
 use crate::store::read::{list_events, EventFilter};
 use crate::store::users::{self, AuditEntry};
-use crate::store::{event_detail, now_ms, triage, Db};
+use crate::store::{event_detail, now_ms, redrive_jobs, triage, Db};
 
 /// Dead letters the triage page groups (the newest matching); bulk actions cover all.
 const DLQ_PAGE_ITEMS: i64 = 1_000;
@@ -47,7 +47,6 @@ pub struct StoreBackend {
     /// the process runs).
     pub settings: Arc<SettingsView>,
     revealed: tokens::RevealedTokens,
-    jobs: jobs::RedriveJobs,
 }
 
 fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
@@ -93,7 +92,6 @@ impl StoreBackend {
             providers,
             settings: Arc::new(SettingsView::default()),
             revealed: tokens::RevealedTokens::default(),
-            jobs: jobs::RedriveJobs::default(),
         }
     }
 
@@ -468,7 +466,7 @@ impl AdminBackend for StoreBackend {
             can_operate: who.can(Role::Operator),
             due_within_24h,
             history,
-            jobs: self.jobs.list(),
+            jobs: self.redrive_jobs().await?,
         })
     }
 
@@ -516,10 +514,14 @@ impl AdminBackend for StoreBackend {
             .map(|r| r.trim().to_string())
             .filter(|r| !r.is_empty());
         // A bulk redrive shows its progress on the page while it runs; one item is instant.
-        let job = query
-            .id
-            .is_none()
-            .then(|| self.jobs.start(&who.name, &query.to_query_string()));
+        let job = match query.id {
+            Some(_) => None,
+            None => Some(
+                redrive_jobs::start(&self.db, &who.name, &query.to_query_string(), now_ms())
+                    .await
+                    .map_err(backend_error("starting a bulk redrive"))?,
+            ),
+        };
         // Its own task: a request that ends early (client gone, request timeout) does not
         // stop it halfway, and the job always gets its summary.
         let (db, providers, name) = (self.db.clone(), self.providers.clone(), who.name.clone());
@@ -529,22 +531,14 @@ impl AdminBackend for StoreBackend {
                 name: &name,
                 reason: reason.as_deref(),
             };
-            let results =
-                redrive::redrive(&db, &providers, &filter, false, &actor, |done, total| {
-                    if let Some(job) = &job {
-                        job.progress(done, total);
-                    }
-                })
-                .await;
-            if let Some(job) = &job {
-                job.finish(match &results {
-                    Ok(results) => jobs::summary(results.iter().map(|r| r.outcome.as_str())),
-                    Err(_) => {
-                        "stopped by an error (see the server log); what was done stays done".into()
-                    }
-                });
+            let progress = Arc::new(jobs::Progress::default());
+            let work = redrive::redrive(&db, &providers, &filter, false, &actor, |done, total| {
+                progress.set(done, total)
+            });
+            match job {
+                Some(id) => jobs::report_while(&db, id, progress.clone(), work).await,
+                None => work.await,
             }
-            results
         })
         .await
         .map_err(|e| anyhow::anyhow!("the redrive task ended: {e}"))
@@ -589,7 +583,11 @@ impl AdminBackend for StoreBackend {
     }
 
     async fn redrive_jobs(&self) -> Result<Vec<app::backend::RedriveJobView>, AppError> {
-        Ok(self.jobs.list())
+        let now = now_ms();
+        let jobs = redrive_jobs::recent(&self.db)
+            .await
+            .map_err(backend_error("reading bulk redrives"))?;
+        Ok(jobs.into_iter().map(|job| jobs::view(job, now)).collect())
     }
 
     async fn settings(&self) -> Result<SettingsView, AppError> {

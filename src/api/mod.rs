@@ -159,6 +159,14 @@ async fn unknown_path() -> ApiError {
 /// before it is hashed or looked up.
 const MAX_TOKEN_CHARS: usize = 128;
 
+/// The credentials of an `Authorization` value in the Bearer scheme, whose name is matched
+/// case-insensitively (RFC 9110 §11.1); `None` for another scheme or an empty token.
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    let token = rest.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// `Authorization: Bearer <token>` → the token's `Principal` in the request's extensions;
 /// 401 without a live token.
 async fn bearer(State(db): State<Db>, mut req: Request, next: Next) -> Response {
@@ -166,9 +174,8 @@ async fn bearer(State(db): State<Db>, mut req: Request, next: Next) -> Response 
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty() && t.len() <= MAX_TOKEN_CHARS);
+        .and_then(bearer_credentials)
+        .filter(|t| t.len() <= MAX_TOKEN_CHARS);
     let Some(token) = token else {
         return ApiError::new(401, "send Authorization: Bearer <token>").into_response();
     };

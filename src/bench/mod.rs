@@ -6,6 +6,7 @@
 //! (pgbench with scripts/bench/*.sql, a bare SQLite loop). See BENCHMARKS.md.
 
 mod ceiling;
+mod counters;
 mod dashboard;
 mod diagnose;
 mod failures;
@@ -13,6 +14,7 @@ mod fixture;
 mod load;
 mod recovery;
 mod report;
+mod soak;
 mod sys;
 mod watch;
 
@@ -75,6 +77,12 @@ pub struct BenchArgs {
     /// Inbox size for the dashboard step [default: 1000000; 50000 with --quick].
     #[arg(long)]
     pub dashboard_events: Option<i64>,
+    /// How long the soak step runs, seconds [default: 300; 30 with --quick].
+    #[arg(long)]
+    pub soak_secs: Option<u64>,
+    /// Deliveries per second in the soak step (a fifth of them redeliveries).
+    #[arg(long, default_value_t = 300)]
+    pub soak_rate: u64,
     /// Where the SQLite files go [default: the system temp directory]. Use a directory on
     /// the disk you care about: fsync cost is most of the SQLite numbers.
     #[arg(long)]
@@ -90,6 +98,8 @@ pub enum Step {
     Ingest,
     /// Effects/s draining a filled inbox.
     Processing,
+    /// What the per-event Prometheus counters and rollup increments cost, and a rollup flush.
+    Counters,
     /// Receipt-to-effect latency at half the peak rate.
     Latency,
     /// 90 % redeliveries from 64 senders.
@@ -102,6 +112,9 @@ pub enum Step {
     Dashboard,
     /// Not in the default run: the storage code without HTTP, fixed and varying batches.
     Diagnose,
+    /// Not in the default run: the real binary under steady traffic for `--soak-secs`, its
+    /// resident memory sampled every second (does it grow?).
+    Soak,
 }
 
 /// Ingest concurrency levels.
@@ -125,6 +138,8 @@ struct Ctx {
     body0: String,
     rss_peak: Arc<AtomicU64>,
     dashboard_events: i64,
+    soak_secs: u64,
+    soak_rate: u64,
 }
 
 /// One ingest level.
@@ -242,10 +257,12 @@ pub struct DbResults {
     pub ceilings: Vec<Ceiling>,
     pub ingest: Vec<IngestRun>,
     pub processing: Option<Processing>,
+    pub counters: Option<counters::Counters>,
     pub latency: Vec<Latency>,
     pub storm: Option<Storm>,
     pub recovery: Option<recovery::Recovery>,
     pub dashboard: Option<dashboard::DashboardRun>,
+    pub soak: Option<soak::Soak>,
     pub diagnostics: Vec<diagnose::StoreRun>,
     pub rss_peak_kb: u64,
     /// Unauthenticated requests with 10,000 signature candidates: how fast they are refused.
@@ -301,10 +318,12 @@ impl DbResults {
             ceilings: vec![],
             ingest: vec![],
             processing: None,
+            counters: None,
             latency: vec![],
             storm: None,
             recovery: None,
             dashboard: None,
+            soak: None,
             diagnostics: vec![],
             rss_peak_kb: 0,
             refusal: None,
@@ -375,6 +394,7 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
             Step::Ceilings,
             Step::Ingest,
             Step::Processing,
+            Step::Counters,
             Step::Latency,
             Step::Storm,
             Step::Failures,
@@ -397,6 +417,8 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
         secret: format!("whsec_bench_{}", uuid::Uuid::new_v4().simple()),
         body0: factory.body(0),
         rss_peak: Arc::new(AtomicU64::new(0)),
+        soak_secs: args.soak_secs.unwrap_or(if quick { 30 } else { 300 }),
+        soak_rate: args.soak_rate,
         dashboard_events: args
             .dashboard_events
             .unwrap_or(if quick { 50_000 } else { 1_000_000 }),
@@ -638,6 +660,27 @@ async fn bench_database(
         ));
         r.processing = Some(p);
     }
+    if on(Step::Counters) {
+        progress(format!(
+            "{label}: the hot path's counters, and a rollup flush"
+        ));
+        let fresh = fixtures.fresh(kind, "counters").await?;
+        migrate(&fresh).await?;
+        let db = Db::connect(&fresh.url).await?;
+        let measured = counters::measure(&db, if ctx.quick { 100_000 } else { 1_000_000 }).await;
+        db.close().await;
+        let c = measured?;
+        for (threads, ns) in &c.per_event_ns {
+            progress(format!(
+                "  {threads} thread(s): {ns:.0} ns of CPU per event"
+            ));
+        }
+        progress(format!(
+            "  flush of {} rollup rows: {:.2} ms (median of 20)",
+            c.flush_rows, c.flush_ms
+        ));
+        r.counters = Some(c);
+    }
 
     // 3. Receipt to effect at half the peak rate, processor on.
     if on(Step::Latency) {
@@ -761,6 +804,28 @@ async fn bench_database(
             ));
         }
         r.dashboard = Some(run);
+    }
+
+    if on(Step::Soak) {
+        let (secs, rate) = (ctx.soak_secs, ctx.soak_rate);
+        progress(format!(
+            "{label}: soak, the real binary at {rate} deliveries/s for {secs} s"
+        ));
+        let db = fixtures.fresh(kind, "soak").await?;
+        let soak = soak::run(&db, fixtures.dir(), &ctx.secret, secs, rate).await?;
+        let (warm, late) = soak.warm_and_late_kb();
+        progress(format!(
+            "  VmRSS: {} KiB at the start, {warm:.0} KiB (second quarter), {late:.0} KiB (last \
+             quarter), {} KiB at most; {:+.0} KiB/min over the second half; {} acknowledged, \
+             {} events, {} effects",
+            soak.first_kb(),
+            soak.max_kb(),
+            soak.late_slope_kb_per_min(),
+            soak.acked,
+            soak.distinct,
+            soak.effects
+        ));
+        r.soak = Some(soak);
     }
 
     if on(Step::Diagnose) {

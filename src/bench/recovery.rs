@@ -4,7 +4,7 @@
 //! out their lease), and checked is that each was applied exactly once.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,13 +38,30 @@ pub struct Recovery {
 
 const SENDERS: usize = 8;
 
-fn free_port() -> anyhow::Result<u16> {
+pub(super) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
 }
 
-fn spawn(config: &Path, db: &FreshDb, port: u16) -> anyhow::Result<Child> {
+/// A configuration for a child server in its own folder under `dir`: the bench provider,
+/// the relay off.
+pub(super) fn write_config(dir: &Path, step: &str, secret: &str) -> anyhow::Result<PathBuf> {
+    let data_dir = dir.join(format!("{step}-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&data_dir)?;
+    let config = data_dir.join("oncehook.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\n[outbox.relay]\nenabled = false\n\
+             [[providers]]\nname = \"{PROVIDER}\"\nscheme = \"stripe\"\nsecrets = [\"{secret}\"]\n",
+            data_dir.display().to_string()
+        ),
+    )?;
+    Ok(config)
+}
+
+pub(super) fn spawn(config: &Path, db: &FreshDb, port: u16) -> anyhow::Result<Child> {
     Command::new(std::env::current_exe().context("locating the oncehook binary")?)
         .args(["serve", "--config"])
         .arg(config)
@@ -57,7 +74,7 @@ fn spawn(config: &Path, db: &FreshDb, port: u16) -> anyhow::Result<Child> {
         .context("starting oncehook serve")
 }
 
-async fn wait_healthy(http: &reqwest::Client, base: &str) -> anyhow::Result<()> {
+pub(super) async fn wait_healthy(http: &reqwest::Client, base: &str) -> anyhow::Result<()> {
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(30) {
         if let Ok(r) = http.get(format!("{base}/healthz")).send().await {
@@ -79,17 +96,7 @@ pub async fn crash_and_restart(
     burst: u64,
     kill_after: usize,
 ) -> anyhow::Result<Recovery> {
-    let data_dir = dir.join(format!("recovery-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&data_dir)?;
-    let config = data_dir.join("oncehook.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\n[outbox.relay]\nenabled = false\n\
-             [[providers]]\nname = \"{PROVIDER}\"\nscheme = \"stripe\"\nsecrets = [\"{secret}\"]\n",
-            data_dir.display().to_string()
-        ),
-    )?;
+    let config = write_config(dir, "recovery", secret)?;
     let port = free_port()?;
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::builder()

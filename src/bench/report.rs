@@ -410,6 +410,42 @@ fn render_db(o: &mut String, r: &DbResults) {
             );
         }
     }
+    if let Some(c) = &r.counters {
+        // One effect's share of the processing step's time, for scale.
+        let effect_ns = r.processing.as_ref().map(|p| 1e9 / p.per_sec().max(1e-9));
+        for (threads, ns) in &c.per_event_ns {
+            let share = effect_ns
+                .map(|e| format!("{:.2} % of one effect's processing time", ns / e * 100.0))
+                .unwrap_or_else(|| "run the processing step for the comparison".into());
+            let _ = writeln!(
+                o,
+                "| counters per event (Prometheus + rollup), {threads} thread(s) at once | {ns:.0} ns | | | | CPU time per event; {share} |"
+            );
+        }
+        let _ = writeln!(
+            o,
+            "| rollup flush, {} rows (every 5 s) | {:.2} ms | | | | median of 20 |",
+            c.flush_rows, c.flush_ms
+        );
+    }
+    if let Some(s) = &r.soak {
+        let (warm, late) = s.warm_and_late_kb();
+        let _ = writeln!(
+            o,
+            "| soak: VmRSS of `oncehook serve` over {} s at {} deliveries/s | {} → {} → {} | | | | start → mean of the second quarter → mean of the last quarter; max {}; {:+.0} KiB/min over the second half; {} acknowledged, {} events, {} effects — {} |",
+            s.secs,
+            s.rate,
+            mib(s.first_kb()),
+            mib(warm as u64),
+            mib(late as u64),
+            mib(s.max_kb()),
+            s.late_slope_kb_per_min(),
+            s.acked,
+            s.distinct,
+            s.effects,
+            mark(s.ok())
+        );
+    }
     if let Some(c) = &r.recovery {
         let _ = writeln!(
             o,

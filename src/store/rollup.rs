@@ -61,6 +61,36 @@ impl Rollup {
             .or_insert(0) += value;
     }
 
+    /// Counts a delivery the receiver stored: a redelivery, or a new event with its type and
+    /// API version.
+    pub fn received(
+        &self,
+        now: i64,
+        provider: &str,
+        duplicate: bool,
+        event_type: Option<&str>,
+        api_version: Option<&str>,
+    ) {
+        if duplicate {
+            self.add(now, provider, "redelivered", 1);
+            return;
+        }
+        self.add(now, provider, "received", 1);
+        if let Some(t) = event_type {
+            self.add(now, provider, &format!("type:{t}"), 1);
+        }
+        if let Some(v) = api_version {
+            self.add(now, provider, &format!("api:{v}"), 1);
+        }
+    }
+
+    /// Adds the money an event moved, per kind and currency (`paid:EUR`).
+    pub fn moved(&self, now: i64, provider: &str, currency: &str, amounts: [(&str, i64); 3]) {
+        for (kind, amount) in amounts {
+            self.add(now, provider, &format!("{kind}:{currency}"), amount);
+        }
+    }
+
     /// Counts an event filed by the processor: its outcome and its latency bucket.
     pub fn filed(&self, now: i64, provider: &str, outcome: &str, received_at: i64) {
         self.add(now, provider, outcome, 1);

@@ -159,18 +159,13 @@ async fn receive_inner(
                 &provider_name,
                 if duplicate { "duplicate" } else { "accepted" },
             );
-            let rollup = state.db.rollup();
-            if duplicate {
-                rollup.add(now, &provider_name, "redelivered", 1);
-            } else {
-                rollup.add(now, &provider_name, "received", 1);
-                if let Some(t) = &envelope.event_type {
-                    rollup.add(now, &provider_name, &format!("type:{t}"), 1);
-                }
-                if let Some(v) = &receipt_api_version {
-                    rollup.add(now, &provider_name, &format!("api:{v}"), 1);
-                }
-            }
+            state.db.rollup().received(
+                now,
+                &provider_name,
+                duplicate,
+                envelope.event_type.as_deref(),
+                receipt_api_version.as_deref(),
+            );
             info!(%event_id, event_type = envelope.event_type.as_deref().unwrap_or("-"), duplicate, "accepted");
             answer(
                 StatusCode::OK,

@@ -133,24 +133,31 @@ fn LiveJobs(
 fn Jobs(jobs: Vec<RedriveJobView>) -> impl IntoView {
     (!jobs.is_empty()).then(|| view! {
         <section class="panel" id="redrive-jobs" role="status">
-            <h2>"Bulk redrives on this instance"</h2>
+            <h2>"Bulk redrives"</h2>
             <ul class="jobs">
                 {jobs.into_iter().map(|job| {
-                    let running = job.finished_at.is_none();
+                    let running = job.finished_at.is_none() && !job.interrupted;
                     let selection = if job.selection.is_empty() { "everything open".to_string() } else { job.selection.clone() };
+                    let who = format!("#{} by {} ({selection})", job.id, job.actor);
+                    let line = if job.interrupted {
+                        format!("{who}: interrupted at {} of {}", job.done, job.total)
+                    } else if running && job.total == 0 {
+                        format!("{who}: selecting the dead letters…")
+                    } else {
+                        format!("{who}: {} of {}", job.done, job.total)
+                    };
                     view! {
-                        <li data-running=running.then_some("true")>
-                            {if running && job.total == 0 {
-                                format!("#{} by {} ({selection}): selecting the dead letters…", job.id, job.actor)
-                            } else {
-                                format!("#{} by {} ({selection}): {} of {}", job.id, job.actor, job.done, job.total)
-                            }}
+                        <li data-running=running.then_some("true") data-interrupted=job.interrupted.then_some("true")>
+                            {line}
                             " "
                             <progress max=job.total.max(1) value=job.done></progress>
                             " "
                             {match (job.summary, job.finished_at) {
-                                (Some(summary), Some(at)) => Either::Left(view! { <span>{format!("done: {summary}, ")}</span><Time at/> }),
-                                _ => Either::Right(view! { <span>"running…"</span> }),
+                                (Some(summary), Some(at)) => view! { <span>{format!("done: {summary}, ")}</span><Time at/> }.into_any(),
+                                _ if job.interrupted => view! {
+                                    <span class="badge badge-bad">"interrupted"</span>" its instance stopped; what was done stays done, redrive the rest again"
+                                }.into_any(),
+                                _ => view! { <span>"running…"</span> }.into_any(),
                             }}
                         </li>
                     }
