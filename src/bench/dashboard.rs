@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures::StreamExt;
 
-use super::fixture::{FreshDb, PROVIDER};
+use super::fixture::FreshDb;
 use super::load::EventFactory;
 use crate::config::Settings;
 use crate::server;
@@ -39,14 +39,7 @@ async fn post(
     secret: &str,
     body: String,
 ) -> anyhow::Result<()> {
-    let signature =
-        crate::signature::stripe::sign(secret, chrono::Utc::now().timestamp(), body.as_bytes());
-    let r = http
-        .post(format!("{base}/webhooks/{PROVIDER}"))
-        .header("stripe-signature", signature)
-        .body(body)
-        .send()
-        .await?;
+    let r = super::fixture::send_signed(http, base, secret, body).await?;
     anyhow::ensure!(r.status().is_success(), "webhook answered {}", r.status());
     Ok(())
 }

@@ -180,6 +180,22 @@ pub fn server_settings(
     s
 }
 
+/// Posts `body` to the bench provider's webhook at `base`, signed now as Stripe would.
+pub async fn send_signed(
+    http: &reqwest::Client,
+    base: &str,
+    secret: &str,
+    body: String,
+) -> reqwest::Result<reqwest::Response> {
+    let signature =
+        crate::signature::stripe::sign(secret, chrono::Utc::now().timestamp(), body.as_bytes());
+    http.post(format!("{base}/webhooks/{PROVIDER}"))
+        .header("stripe-signature", signature)
+        .body(body)
+        .send()
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

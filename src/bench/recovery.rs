@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::fixture::{FreshDb, PROVIDER};
+use super::fixture::{send_signed, FreshDb, PROVIDER};
 use super::load::EventFactory;
 use super::{count, PENDING};
 use crate::store::Db;
@@ -124,15 +124,7 @@ pub async fn crash_and_restart(
                     if n >= burst {
                         return;
                     }
-                    let body = factory.body(n);
-                    let now = chrono::Utc::now().timestamp();
-                    let signature = crate::signature::stripe::sign(&secret, now, body.as_bytes());
-                    let sent = http
-                        .post(format!("{base}/webhooks/{PROVIDER}"))
-                        .header("stripe-signature", signature)
-                        .body(body)
-                        .send()
-                        .await;
+                    let sent = send_signed(&http, &base, &secret, factory.body(n)).await;
                     match sent {
                         Ok(r) if r.status().is_success() => {
                             acked.lock().expect("acked set").insert(factory.event_id(n));

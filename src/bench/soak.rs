@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fixture::{FreshDb, PROVIDER};
+use super::fixture::{send_signed, FreshDb};
 use super::load::EventFactory;
 use super::recovery::{free_port, spawn, wait_healthy, write_config};
 use super::{count, wait_drained};
@@ -133,18 +133,7 @@ pub async fn run(
                         } else {
                             n
                         };
-                        let body = factory.body(event);
-                        let signature = crate::signature::stripe::sign(
-                            &secret,
-                            chrono::Utc::now().timestamp(),
-                            body.as_bytes(),
-                        );
-                        let sent = http
-                            .post(format!("{base}/webhooks/{PROVIDER}"))
-                            .header("stripe-signature", signature)
-                            .body(body)
-                            .send()
-                            .await;
+                        let sent = send_signed(&http, &base, &secret, factory.body(event)).await;
                         if matches!(&sent, Ok(r) if r.status().is_success()) {
                             acked.fetch_add(1, Ordering::Relaxed);
                         }
