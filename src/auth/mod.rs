@@ -7,12 +7,14 @@
 //! - Passwords: argon2id ([`password`]); sign-in attempts limited per user and per
 //!   address ([`limit`]).
 //! - Every request to the dashboard passes [`load_principal`] (session → user → the
-//!   [`Principal`] in the request's extensions) and [`require_sign_in`]; server functions
-//!   read the principal and the backend checks its role before changing anything.
+//!   [`Principal`] in the request's extensions) and [`gate::require_sign_in`]; server
+//!   functions turn the principal into the capability (`Viewer`, `Operator`, `Admin`) that
+//!   the backend method they call takes.
 //! - CSRF: tower-http's `CsrfLayer` (Sec-Fetch-Site / Origin against Host) on every
 //!   dashboard route; no state changes through GET.
 
 pub mod cli;
+pub mod gate;
 pub mod limit;
 pub mod password;
 
@@ -169,7 +171,7 @@ impl Access {
 
     /// The dashboard router behind sign-in: adds the sign-in/out and password routes, and
     /// wraps everything in CSRF protection, the session and the sign-in gate.
-    pub fn protect(&self, dashboard: Router) -> Router {
+    pub fn protect(&self, dashboard: Router, public: gate::PublicPaths) -> Router {
         let routes = Router::new()
             .route("/auth/sign-in", post(sign_in))
             .route("/auth/sign-out", post(sign_out))
@@ -177,7 +179,10 @@ impl Access {
             .with_state(self.clone());
         let router = dashboard
             .merge(routes)
-            .layer(middleware::from_fn(require_sign_in))
+            .layer(middleware::from_fn_with_state(
+                public,
+                gate::require_sign_in,
+            ))
             .layer(middleware::from_fn_with_state(self.clone(), load_principal));
         let idle = time::Duration::minutes(self.settings.session_idle_minutes.max(1));
         let router = match &self.store {
@@ -303,54 +308,6 @@ pub async fn load_principal(
         }
     }
     next.run(req).await
-}
-
-/// Paths anyone may reach: the sign-in page and its form, and the static bundle.
-fn is_public(path: &str) -> bool {
-    path == "/sign-in" || path == "/auth/sign-in" || path.starts_with("/pkg/")
-}
-
-/// Paths someone who must change their password may still reach.
-fn allowed_before_password_change(path: &str) -> bool {
-    matches!(
-        path,
-        "/change-password" | "/auth/password" | "/auth/sign-out"
-    )
-}
-
-/// Without a principal: pages redirect to the sign-in page (coming back afterwards), other
-/// requests (server functions, form posts) get 401. With a principal that must change its
-/// password, every page leads to the password form.
-pub async fn require_sign_in(req: Request, next: Next) -> Response {
-    let path = req.uri().path();
-    if is_public(path) {
-        return next.run(req).await;
-    }
-    let is_page = req.method() == axum::http::Method::GET;
-    match req.extensions().get::<Principal>() {
-        None if is_page => {
-            let back = req
-                .uri()
-                .path_and_query()
-                .map(|pq| pq.as_str())
-                .unwrap_or("/");
-            let target = if back == "/" {
-                "/sign-in".to_string()
-            } else {
-                format!("/sign-in?next={}", urlencode(back))
-            };
-            Redirect::to(&target).into_response()
-        }
-        None => (StatusCode::UNAUTHORIZED, "sign in first").into_response(),
-        Some(p) if p.must_change_password && !allowed_before_password_change(path) => {
-            if is_page {
-                Redirect::to("/change-password").into_response()
-            } else {
-                (StatusCode::FORBIDDEN, "change your password first").into_response()
-            }
-        }
-        Some(_) => next.run(req).await,
-    }
 }
 
 /// Percent-encodes everything but unreserved characters (RFC 3986) and `/`.
@@ -645,22 +602,6 @@ mod tests {
             urlencode("/dlq?class=a b&x=1"),
             "/dlq%3Fclass%3Da%20b%26x%3D1"
         );
-    }
-
-    #[test]
-    fn public_paths_are_only_sign_in_and_assets() {
-        assert!(is_public("/sign-in"));
-        assert!(is_public("/auth/sign-in"));
-        assert!(is_public("/pkg/oncehook.css"));
-        for private in [
-            "/",
-            "/events",
-            "/api/load_inbox",
-            "/auth/sign-out",
-            "/sign-in/x",
-        ] {
-            assert!(!is_public(private), "{private}");
-        }
     }
 }
 

@@ -21,6 +21,12 @@ const PKG_DIR: &str = "pkg";
 /// Compiled in so that a server started without a built frontend still looks right.
 const EMBEDDED_CSS: &str = include_str!("../../style/main.css");
 
+/// What the sign-in gate lets through without a session: the sign-in page and form, and
+/// the bundle's files under `site_root/pkg`.
+pub fn public_paths(site_root: &std::path::Path) -> crate::auth::gate::PublicPaths {
+    crate::auth::gate::PublicPaths::new(site_root, PKG_DIR, &format!("{OUTPUT_NAME}.css"))
+}
+
 /// All dashboard routes, ready to be merged with the webhook routes. It has a fallback
 /// (static files, then a rendered 404 page), so it must be the only merged router with one.
 ///

@@ -46,13 +46,18 @@ pub fn router(parts: WebParts) -> Router {
         router = router.merge(crate::api::router(backend.clone(), parts.db.clone()));
     }
     if let Some((backend, site_root)) = parts.dashboard {
+        let public = dashboard::public_paths(&site_root);
         let dashboard = dashboard::dashboard_router(backend, site_root);
         router = router.merge(match &parts.access {
-            Some(access) => access.protect(dashboard),
+            Some(access) => access.protect(dashboard, public),
             None => dashboard,
         });
     }
     router
+        // Before any route or fallback: a path that normalises to another is refused.
+        .layer(axum::middleware::from_fn(
+            crate::auth::gate::refuse_ambiguous_paths,
+        ))
         .layer(axum::middleware::from_fn(security_headers))
         .layer(TraceLayer::new_for_http())
 }

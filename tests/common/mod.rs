@@ -3,6 +3,7 @@
 //! requests, and state snapshots to compare.
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod fixtures;
 pub mod peers;
 

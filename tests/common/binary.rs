@@ -1,0 +1,105 @@
+//! The real `oncehook` binary in its own process, on a free port, with a config file.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::{TestDb, STRIPE_SECRET};
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Binary {
+    pub child: Child,
+    pub base: String,
+    pub addr: String,
+    pub _dir: tempfile::TempDir,
+}
+
+impl Binary {
+    /// Starts `oncehook serve` on a free port with `extra` appended to its config file.
+    pub async fn start(db: &TestDb, extra: &str) -> Binary {
+        Self::start_limited(db, extra, None).await
+    }
+
+    /// As `start`, with at most `nofile` open file descriptors in the server process.
+    pub async fn start_limited(db: &TestDb, extra: &str, nofile: Option<u64>) -> Binary {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("oncehook.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = \"{}\"\n{extra}\n[[providers]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_oncehook"));
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only an async-signal-safe system call between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, n, n)
+                        .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let mut child = command
+            .args(["serve", "--config"])
+            .arg(&config)
+            .args(["--database-url", &db.url, "--listen", &addr])
+            .env("RUST_LOG", "info")
+            .env_remove("ONCEHOOK_CONFIG")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+            .spawn()
+            .expect("start oncehook");
+        let base = format!("http://{addr}");
+        let http = reqwest::Client::new();
+        for _ in 0..200 {
+            if let Ok(r) = http.get(format!("{base}/healthz")).send().await {
+                if r.status() == 200 {
+                    return Binary {
+                        child,
+                        base,
+                        addr,
+                        _dir: dir,
+                    };
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("server did not become healthy");
+    }
+
+    /// Stops it (SIGTERM) and returns what it logged.
+    pub fn stop(mut self) -> String {
+        let log = self._dir.path().join("stderr.log");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        self.child.wait().unwrap();
+        std::fs::read_to_string(log).unwrap()
+    }
+}
+
+impl Drop for Binary {
+    /// A failing test never leaves the server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
