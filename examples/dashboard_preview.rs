@@ -8,42 +8,11 @@
 //! `ADDR` defaults to 127.0.0.1:3000; `--fail` makes every backend call fail, to look at the
 //! error page. The site root is `$ONCEHOOK_SITE_ROOT`, else this checkout's `target/site`.
 
-use app::backend::{AdminBackend, InboxEventView, InboxPage};
+use app::backend::fixed::FixedInbox;
+use app::backend::{InboxEventView, Principal, Role};
 use chrono::{Duration, SecondsFormat, Utc};
 use oncehook::web::dashboard::dashboard_router;
 use std::{path::PathBuf, sync::Arc};
-
-struct FakeBackend {
-    /// Newest first, as the real store returns them.
-    events: Vec<InboxEventView>,
-    fail: bool,
-}
-
-#[async_trait::async_trait]
-impl AdminBackend for FakeBackend {
-    async fn inbox_page(&self, before: Option<i64>, limit: u32) -> Result<InboxPage, String> {
-        if self.fail {
-            return Err("error returned from database: database is locked".into());
-        }
-        let older: Vec<_> = self
-            .events
-            .iter()
-            .filter(|e| before.is_none_or(|b| e.id < b))
-            .collect();
-        let events: Vec<_> = older
-            .iter()
-            .take(limit as usize)
-            .map(|e| (*e).clone())
-            .collect();
-        let next_before = (older.len() > events.len())
-            .then(|| events.last().map(|e| e.id))
-            .flatten();
-        Ok(InboxPage {
-            events,
-            next_before,
-        })
-    }
-}
 
 fn sample_events() -> Vec<InboxEventView> {
     let now = Utc::now();
@@ -112,11 +81,19 @@ async fn main() -> std::io::Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/site"));
 
-    let backend = Arc::new(FakeBackend {
+    let backend = Arc::new(FixedInbox {
         events: sample_events(),
-        fail,
+        fail: fail.then(|| "error returned from database: database is locked".to_string()),
     });
-    let router = dashboard_router(backend, site_root.clone());
+    // No sign-in here: every request reads as one viewer.
+    let viewer = Principal {
+        user_id: 1,
+        name: "preview".into(),
+        role: Role::Viewer,
+        must_change_password: false,
+        source: None,
+    };
+    let router = dashboard_router(backend, site_root.clone()).layer(axum::Extension(viewer));
 
     let listener = tokio::net::TcpListener::bind(addr).await?;
     println!(

@@ -6,7 +6,7 @@
 mod common;
 
 use app::api::{CloseDeadLetter, RedriveDeadLetters};
-use app::backend::{AdminBackend, DlqQuery, InboxQuery, Principal, Role};
+use app::backend::{AdminBackend, DlqQuery, InboxQuery, Operator, Role, Viewer};
 use app::error::AppError;
 use common::fixtures::*;
 use common::{snapshot, Kind, TestApp};
@@ -41,16 +41,6 @@ async fn app(kind: Kind) -> TestApp {
 
 fn backend(app: &TestApp) -> StoreBackend {
     app.backend()
-}
-
-fn principal(name: &str, role: Role) -> Principal {
-    Principal {
-        user_id: 1,
-        name: name.into(),
-        role,
-        must_change_password: false,
-        source: Some("192.0.2.7".into()),
-    }
 }
 
 /// A refund naming a payment nobody told us about: waits, then is dead-lettered
@@ -246,7 +236,10 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
     app.process().await;
 
     let page = backend(&app)
-        .dead_letters(&principal("otto", Role::Operator), DlqQuery::default())
+        .dead_letters(
+            &app.acting("otto", Role::Operator).await,
+            DlqQuery::default(),
+        )
         .await
         .unwrap();
     let recent = &page.recent_redrives[0];
@@ -270,7 +263,7 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
     // One item's history: its three failed attempts and the redrive, not the dry runs.
     backend(&app)
         .preview_redrive(
-            &principal("otto", Role::Operator),
+            &app.acting("otto", Role::Operator).await,
             DlqQuery {
                 id: Some(id),
                 ..Default::default()
@@ -280,7 +273,7 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
         .unwrap();
     let one = backend(&app)
         .dead_letters(
-            &principal("vera", Role::Viewer),
+            &app.acting("vera", Role::Viewer).await,
             DlqQuery {
                 id: Some(id),
                 status: Some("redriven".into()),
@@ -311,7 +304,7 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
         .await
         .unwrap();
     let due = backend(&app)
-        .dead_letters(&principal("vera", Role::Viewer), DlqQuery::default())
+        .dead_letters(&app.acting("vera", Role::Viewer).await, DlqQuery::default())
         .await
         .unwrap();
     assert_eq!(due.due_within_24h, 1);
@@ -342,10 +335,16 @@ async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {
         dead_letter_id(&app, &b).await,
     );
     let backend = backend(&app);
-    let operator = principal("otto", Role::Operator);
+    let operator: Operator = app.acting("otto", Role::Operator).await;
 
-    let refused = backend
-        .close_dead_letter(&principal("vera", Role::Viewer), a, true, "x".into())
+    // A viewer cannot even call it: the role check refuses (and audits) first.
+    let refused = app
+        .authorize::<Operator>(
+            "vera",
+            Role::Viewer,
+            "dead_letter.resolve",
+            &format!("dead_letter:{a}"),
+        )
         .await;
     assert!(
         matches!(refused, Err(AppError::Forbidden(_))),
@@ -401,7 +400,7 @@ async fn dead_letters_are_grouped_by_class_and_message_oldest_first(kind: Kind) 
     let old_2 = unsupported_version(&app, 2).await;
     process_through_retries(&app).await;
 
-    let viewer = principal("vera", Role::Viewer);
+    let viewer: Viewer = app.acting("vera", Role::Viewer).await;
     let page = backend(&app)
         .dead_letters(&viewer, DlqQuery::default())
         .await
@@ -473,7 +472,7 @@ async fn bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match(kind:
         ..Default::default()
     };
     let matching = backend
-        .dead_letters(&principal("vera", Role::Viewer), filter.clone())
+        .dead_letters(&app.acting("vera", Role::Viewer).await, filter.clone())
         .await
         .unwrap();
     let matched: usize = matching.groups.iter().map(|g| g.items.len()).sum();
@@ -482,7 +481,7 @@ async fn bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match(kind:
     let before = snapshot(&app.db).await;
     // Anyone signed in may preview; it changes nothing at all.
     let preview = backend
-        .preview_redrive(&principal("vera", Role::Viewer), filter.clone())
+        .preview_redrive(&app.acting("vera", Role::Viewer).await, filter.clone())
         .await
         .unwrap();
     assert_eq!(preview.matching, 5);
@@ -502,13 +501,18 @@ async fn bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match(kind:
         6
     );
 
-    let refused = backend
-        .redrive(&principal("vera", Role::Viewer), filter.clone(), None)
+    let refused = app
+        .authorize::<Operator>(
+            "vera",
+            Role::Viewer,
+            "dead_letter.redrive",
+            &filter.audit_target(),
+        )
         .await;
     assert!(matches!(refused, Err(AppError::Forbidden(_))));
     let done = backend
         .redrive(
-            &principal("otto", Role::Operator),
+            &app.acting("otto", Role::Operator).await,
             filter.clone(),
             Some("bulk".into()),
         )
@@ -549,12 +553,13 @@ async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Ki
         .await;
     app.process().await;
     let backend = backend(&app);
+    let viewer: Viewer = app.acting("vera", Role::Viewer).await;
     let (pay_id, inv_id) = (
         inbox_id(&app, "evt_pay").await,
         inbox_id(&app, "evt_inv").await,
     );
 
-    let detail = backend.event_detail(pay_id).await.unwrap();
+    let detail = backend.event_detail(&viewer, pay_id).await.unwrap();
     assert_eq!(detail.status, "applied");
     assert!(
         detail.outcome.starts_with("applied: pay"),
@@ -573,7 +578,7 @@ async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Ki
     );
     let key = detail.effect_key.clone().unwrap();
 
-    let collapsed = backend.event_detail(inv_id).await.unwrap();
+    let collapsed = backend.event_detail(&viewer, inv_id).await.unwrap();
     assert_eq!(collapsed.status, "duplicate");
     assert_eq!(collapsed.effect_key.as_deref(), Some(key.as_str()));
     assert_eq!(collapsed.collapsed_onto.as_deref(), Some("evt_pay"));
@@ -583,7 +588,7 @@ async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Ki
         collapsed.outcome
     );
     assert!(matches!(
-        backend.event_detail(999_999).await,
+        backend.event_detail(&viewer, 999_999).await,
         Err(AppError::NotFound)
     ));
 
@@ -641,6 +646,7 @@ async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
     unsupported_version(&app, 1).await;
     app.process().await;
     let backend = backend(&app);
+    let viewer: Viewer = app.acting("vera", Role::Viewer).await;
     let ids = |page: &app::backend::InboxPage| -> Vec<String> {
         page.events.iter().map(|e| e.event_id.clone()).collect()
     };
@@ -649,7 +655,7 @@ async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
         order_id: Some("order-a".into()),
         ..Default::default()
     };
-    let first = backend.inbox(order_a.clone(), 2).await.unwrap();
+    let first = backend.inbox(&viewer, order_a.clone(), 2).await.unwrap();
     assert_eq!(ids(&first), ["evt_2", "evt_1"]);
     let next = InboxQuery {
         before: first.next_before,
@@ -662,12 +668,13 @@ async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
             first.next_before.unwrap()
         )
     );
-    let second = backend.inbox(next, 2).await.unwrap();
+    let second = backend.inbox(&viewer, next, 2).await.unwrap();
     assert_eq!(ids(&second), ["evt_0"]);
     assert_eq!(second.next_before, None);
 
     let failed = backend
         .inbox(
+            &viewer,
             InboxQuery {
                 status: Some("dead".into()),
                 ..Default::default()
@@ -680,6 +687,7 @@ async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
     // Empty form fields mean "any".
     let all = backend
         .inbox(
+            &viewer,
             InboxQuery {
                 provider: Some(" ".into()),
                 status: Some(String::new()),
@@ -747,12 +755,13 @@ async fn inbox_filters_by_event_correlation_time_and_payload_field(kind: Kind) {
         .await
         .unwrap();
     let backend = backend(&app);
+    let viewer: Viewer = app.acting("vera", Role::Viewer).await;
     let ids = |page: app::backend::InboxPage| -> Vec<String> {
         page.events.into_iter().map(|e| e.event_id).collect()
     };
     let query = |q: InboxQuery| {
-        let backend = &backend;
-        async move { backend.inbox(q, 2).await }
+        let (backend, viewer) = (&backend, &viewer);
+        async move { backend.inbox(viewer, q, 2).await }
     };
     assert_eq!(
         ids(query(InboxQuery {
@@ -913,7 +922,12 @@ async fn a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs(kind: Kind)
     let mut running: Vec<usize> = vec![];
     let mut seen_elsewhere: Vec<usize> = vec![];
     while !run.is_finished() {
-        if let Some(job) = other.redrive_jobs().await.unwrap().first() {
+        if let Some(job) = other
+            .redrive_jobs(&app.acting("vera", Role::Viewer).await)
+            .await
+            .unwrap()
+            .first()
+        {
             if job.finished_at.is_none() && job.total == N {
                 seen_elsewhere.push(job.done);
             }
@@ -946,7 +960,10 @@ async fn a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs(kind: Kind)
         seen_elsewhere.iter().any(|done| *done < N),
         "another instance saw it run: {seen_elsewhere:?}"
     );
-    let elsewhere = other.redrive_jobs().await.unwrap();
+    let elsewhere = other
+        .redrive_jobs(&app.acting("vera", Role::Viewer).await)
+        .await
+        .unwrap();
     assert_eq!(elsewhere.len(), 1, "{elsewhere:?}");
     assert_eq!((elsewhere[0].done, elsewhere[0].total), (N, N));
     assert_eq!(
@@ -1024,7 +1041,10 @@ async fn a_bulk_redrive_whose_instance_stopped_shows_as_interrupted(kind: Kind) 
         .await
         .unwrap();
     }
-    let jobs = backend(&app).redrive_jobs().await.unwrap();
+    let jobs = backend(&app)
+        .redrive_jobs(&app.acting("vera", Role::Viewer).await)
+        .await
+        .unwrap();
     let [alive, dead] = jobs.as_slice() else {
         panic!("{jobs:?}")
     };

@@ -80,6 +80,7 @@ async fn support_finds_a_refunded_order_by_any_id_and_reads_why(kind: Kind) {
     .await;
     app.process().await;
     let backend = backend(&app);
+    let viewer: app::backend::Viewer = app.acting("vera", Role::Viewer).await;
 
     let order = SearchHit::Order("78452".into());
     for id in [
@@ -91,7 +92,7 @@ async fn support_finds_a_refunded_order_by_any_id_and_reads_why(kind: Kind) {
         "re_78452_2",
         "  re_78452_1 ",
     ] {
-        assert_eq!(backend.search(id).await.unwrap(), order, "{id:?}");
+        assert_eq!(backend.search(&viewer, id).await.unwrap(), order, "{id:?}");
     }
     let orphan: i64 =
         sqlx::query_scalar("SELECT id FROM inbox_events WHERE event_id = 'evt_orphan'")
@@ -99,7 +100,7 @@ async fn support_finds_a_refunded_order_by_any_id_and_reads_why(kind: Kind) {
             .await
             .unwrap();
     assert_eq!(
-        backend.search("evt_orphan").await.unwrap(),
+        backend.search(&viewer, "evt_orphan").await.unwrap(),
         SearchHit::Event(orphan)
     );
     for nothing in [
@@ -111,14 +112,14 @@ async fn support_finds_a_refunded_order_by_any_id_and_reads_why(kind: Kind) {
         &"9".repeat(10_000),
     ] {
         assert_eq!(
-            backend.search(nothing).await.unwrap(),
+            backend.search(&viewer, nothing).await.unwrap(),
             SearchHit::Nothing,
             "{:?}",
             nothing.get(..20)
         );
     }
 
-    let detail = backend.order_detail("78452").await.unwrap();
+    let detail = backend.order_detail(&viewer, "78452").await.unwrap();
     assert_eq!(detail.status, "refunded");
     assert_eq!(
         (
@@ -189,7 +190,7 @@ async fn support_finds_a_refunded_order_by_any_id_and_reads_why(kind: Kind) {
     assert_eq!(count("outbox") as i64, outbox_messages);
     assert!(outbox_messages >= 3, "one per fact at least");
     assert!(matches!(
-        backend.order_detail("no-such-order").await,
+        backend.order_detail(&viewer, "no-such-order").await,
         Err(AppError::NotFound)
     ));
     app.shutdown().await;
@@ -303,13 +304,8 @@ async fn a_refund_filed_before_its_order_was_known_is_in_the_story_with_its_redr
     .await;
     app.process().await;
     let backend = app.backend();
-    let operator = app::backend::Principal {
-        user_id: 1,
-        name: "otto".into(),
-        role: Role::Operator,
-        must_change_password: false,
-        source: None,
-    };
+    let operator: app::backend::Operator = app.acting("otto", Role::Operator).await;
+    let viewer: app::backend::Viewer = app.acting("otto", Role::Operator).await;
     let query = app::backend::DlqQuery::default();
     let done = backend
         .redrive(&operator, query, Some("payment arrived".into()))
@@ -317,7 +313,7 @@ async fn a_refund_filed_before_its_order_was_known_is_in_the_story_with_its_redr
         .unwrap();
     assert_eq!(done.len(), 1);
     app.process().await;
-    let order = backend.order_detail("order-early").await.unwrap();
+    let order = backend.order_detail(&viewer, "order-early").await.unwrap();
     assert_eq!(order.status, "refunded");
     let kinds: Vec<&str> = order.timeline.iter().map(|e| e.kind.as_str()).collect();
     assert!(kinds.contains(&"dead-letter"), "{kinds:?}");

@@ -38,7 +38,8 @@ async fn the_overview_counts_what_was_received_processed_and_moved(kind: Kind) {
     // The server writes its counts behind every 5 s; the test does not wait for the tick.
     app.db.rollup().flush(&app.db).await.unwrap();
     let backend = app.backend();
-    let o = backend.overview(Range::Hour).await.unwrap();
+    let viewer: app::backend::Viewer = app.acting("vera", app::backend::Role::Viewer).await;
+    let o = backend.overview(&viewer, Range::Hour).await.unwrap();
     assert_eq!((o.received, o.duplicates, o.signature_failures), (3, 1, 1));
     assert_eq!((o.filed, o.dead, o.retries), (3, 1, 0), "{o:#?}");
     assert_eq!(o.duplicate_rate(), Some(25.0));
@@ -71,10 +72,25 @@ async fn the_overview_counts_what_was_received_processed_and_moved(kind: Kind) {
         "the dead letter and the forged signature"
     );
     // Counting is idempotent to reading: a second read gives the same numbers.
-    assert_eq!(backend.overview(Range::Hour).await.unwrap().received, 3);
-    let week = backend.overview(Range::Week).await.unwrap();
+    assert_eq!(
+        backend
+            .overview(&viewer, Range::Hour)
+            .await
+            .unwrap()
+            .received,
+        3
+    );
+    let week = backend.overview(&viewer, Range::Week).await.unwrap();
     assert_eq!((week.received, week.series.len()), (3, 84));
-    assert_eq!(backend.overview(Range::Day).await.unwrap().series.len(), 96);
+    assert_eq!(
+        backend
+            .overview(&viewer, Range::Day)
+            .await
+            .unwrap()
+            .series
+            .len(),
+        96
+    );
 
     // Over HTTP, signed in: KPIs and three SVG charts, for each range.
     let viewer = app.sign_in("vera", Role::Viewer).await;

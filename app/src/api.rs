@@ -1,10 +1,16 @@
-//! Server functions: each takes the backend from context, calls it, and maps the error.
-//! They stay this thin so that every rule lives behind `AdminBackend`, where it is tested.
+//! Server functions: each takes the backend and the capability its call needs from the
+//! request ([`signed_in_as`]), calls the backend, and maps the error. They stay this thin so
+//! that every rule lives behind `AdminBackend`, where it is tested; a function that skipped
+//! the role check would not compile (the backend's methods take the capability).
 
+#[cfg(feature = "ssr")]
+use crate::backend::{Admin, AdminBackend, Capability, Operator, Viewer};
 use crate::backend::{InboxPage, Principal};
 use crate::error::AppError;
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
+#[cfg(feature = "ssr")]
+use std::sync::Arc;
 
 /// Rows per inbox page: enough to scan by eye, small enough to render instantly.
 pub const INBOX_PAGE_SIZE: u32 = 50;
@@ -13,26 +19,14 @@ pub const INBOX_PAGE_SIZE: u32 = 50;
 // URL decoder reads as a missing argument (a client-side navigation then failed).
 #[server(input = Json)]
 pub async fn load_inbox(query: crate::backend::InboxQuery) -> Result<InboxPage, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .inbox(query, INBOX_PAGE_SIZE)
-            .await,
-    )
+    let (backend, who) = signed_in_as::<Viewer>("inbox.read", "inbox").await?;
+    with_status(backend.inbox(&who, query, INBOX_PAGE_SIZE).await)
 }
 
 #[server]
 pub async fn load_event(id: i64) -> Result<crate::backend::EventDetail, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .event_detail(id)
-            .await,
-    )
+    let (backend, who) = signed_in_as::<Viewer>("event.read", &format!("event:{id}")).await?;
+    with_status(backend.event_detail(&who, id).await)
 }
 
 /// Rows per audit-log page.
@@ -42,66 +36,41 @@ pub const AUDIT_PAGE_SIZE: u32 = 100;
 pub async fn load_audit_log(
     query: crate::backend::AuditQuery,
 ) -> Result<crate::backend::AuditPage, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    let who = with_status(signed_in())?;
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .audit_log(&who, query)
-            .await,
-    )
+    let (backend, who) = signed_in_as::<Admin>("audit_log.read", "audit_log").await?;
+    with_status(backend.audit_log(&who, query).await)
 }
 
 #[server]
 pub async fn load_users() -> Result<Vec<crate::backend::UserView>, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    let who = with_status(signed_in())?;
-    with_status(expect_context::<Arc<dyn AdminBackend>>().users(&who).await)
+    let (backend, who) = signed_in_as::<Admin>("users.read", "users").await?;
+    with_status(backend.users(&who).await)
 }
 
 #[server]
 pub async fn load_overview(
     range: crate::backend::Range,
 ) -> Result<crate::backend::Overview, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .overview(range)
-            .await,
-    )
+    let (backend, who) = signed_in_as::<Viewer>("overview.read", "overview").await?;
+    with_status(backend.overview(&who, range).await)
 }
 
 #[server]
 pub async fn load_order(order_id: String) -> Result<crate::backend::OrderDetail, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .order_detail(&order_id)
-            .await,
-    )
+    let target = format!("order:{order_id}");
+    let (backend, who) = signed_in_as::<Viewer>("order.read", &target).await?;
+    with_status(backend.order_detail(&who, &order_id).await)
 }
 
 /// Resolves a search. A hit found while the server renders the page answers with a redirect
 /// to it, so the search box works the same with and without JavaScript.
 #[server]
 pub async fn search(text: String) -> Result<crate::backend::SearchHit, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-
+    let (backend, who) = signed_in_as::<Viewer>("search", "search").await?;
     let text = text.trim().to_string();
     if text.is_empty() {
         return Ok(crate::backend::SearchHit::Nothing);
     }
-    let hit = with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .search(&text)
-            .await,
-    )?;
+    let hit = with_status(backend.search(&who, &text).await)?;
     if let Some(href) = hit.href() {
         leptos_axum::redirect(&href);
     }
@@ -136,6 +105,21 @@ pub fn signed_in() -> Result<Principal, AppError> {
     principal().ok_or(AppError::Unauthorized)
 }
 
+/// The backend and the capability `C` for the signed-in person: 401 without one, 403 (and
+/// an audit row naming `action` and `target`) when the role does not allow `C`.
+#[cfg(feature = "ssr")]
+pub async fn signed_in_as<C: Capability>(
+    action: &str,
+    target: &str,
+) -> Result<(Arc<dyn AdminBackend>, C), AppError> {
+    let backend = expect_context::<Arc<dyn AdminBackend>>();
+    let principal = with_status(signed_in())?;
+    let who = with_status(
+        crate::backend::authorize::<C>(backend.as_ref(), principal, action, target).await,
+    )?;
+    Ok((backend, who))
+}
+
 /// Who is signed in (the top bar shows it); `None` on the sign-in page.
 #[server]
 pub async fn current_user() -> Result<Option<Principal>, AppError> {
@@ -166,28 +150,17 @@ fn dlq_query(
 pub async fn load_dead_letters(
     query: crate::backend::DlqQuery,
 ) -> Result<crate::backend::DlqPage, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    let who = with_status(signed_in())?;
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .dead_letters(&who, query)
-            .await,
-    )
+    let (backend, who) = signed_in_as::<Viewer>("dead_letters.read", "dead_letters").await?;
+    with_status(backend.dead_letters(&who, query).await)
 }
 
 #[server(input = Json)]
 pub async fn preview_redrive(
     query: crate::backend::DlqQuery,
 ) -> Result<crate::backend::RedrivePreview, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    let who = with_status(signed_in())?;
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .preview_redrive(&who, query)
-            .await,
-    )
+    // Reads only: anyone signed in may ask what a redrive would do.
+    let (backend, who) = signed_in_as::<Viewer>("dead_letter.preview", "dead_letters").await?;
+    with_status(backend.preview_redrive(&who, query).await)
 }
 
 /// Redrives one dead letter (`id`) or everything matching the filter fields. Plain
@@ -202,53 +175,38 @@ pub async fn redrive_dead_letters(
     status: Option<String>,
     reason: Option<String>,
 ) -> Result<Vec<crate::backend::RedriveOutcome>, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    let who = with_status(signed_in())?;
     let query = dlq_query(id, class, provider, stage, error, status);
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .redrive(&who, query, reason)
-            .await,
-    )
+    let (backend, who) =
+        signed_in_as::<Operator>("dead_letter.redrive", &query.audit_target()).await?;
+    with_status(backend.redrive(&who, query, reason).await)
 }
 
 /// `action` is `resolve` or `discard`; a reason is required.
 #[server]
 pub async fn close_dead_letter(id: i64, action: String, reason: String) -> Result<(), AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    let who = with_status(signed_in())?;
     let resolve = match action.as_str() {
         "resolve" => true,
         "discard" => false,
         other => return with_status(Err(AppError::Invalid(format!("unknown action {other}")))),
     };
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .close_dead_letter(&who, id, resolve, reason)
-            .await,
+    let (backend, who) = signed_in_as::<Operator>(
+        &format!("dead_letter.{action}"),
+        &format!("dead_letter:{id}"),
     )
+    .await?;
+    with_status(backend.close_dead_letter(&who, id, resolve, reason).await)
 }
 
 #[server]
 pub async fn load_settings() -> Result<crate::backend::SettingsView, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    with_status(signed_in())?;
-    with_status(expect_context::<Arc<dyn AdminBackend>>().settings().await)
+    let (backend, who) = signed_in_as::<Viewer>("settings.read", "settings").await?;
+    with_status(backend.settings(&who).await)
 }
 
 #[server]
 pub async fn load_api_tokens() -> Result<crate::backend::ApiTokensPage, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    let who = with_status(signed_in())?;
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .api_tokens(&who)
-            .await,
-    )
+    let (backend, who) = signed_in_as::<Admin>("api_tokens.read", "api_tokens").await?;
+    with_status(backend.api_tokens(&who).await)
 }
 
 /// Makes a token (admin); the token page shows it once, next time it loads. Plain
@@ -259,11 +217,10 @@ pub async fn create_api_token(
     role: String,
     expires_in_days: u32,
 ) -> Result<(), AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    let who = with_status(signed_in())?;
+    let target = format!("api_token:{}", name.trim());
+    let (backend, who) = signed_in_as::<Admin>("api_token.add", &target).await?;
     with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
+        backend
             .create_api_token(&who, name, role, expires_in_days)
             .await,
     )
@@ -271,24 +228,13 @@ pub async fn create_api_token(
 
 #[server]
 pub async fn revoke_api_token(name: String) -> Result<(), AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    let who = with_status(signed_in())?;
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .revoke_api_token(&who, name)
-            .await,
-    )
+    let target = format!("api_token:{}", name.trim());
+    let (backend, who) = signed_in_as::<Admin>("api_token.revoke", &target).await?;
+    with_status(backend.revoke_api_token(&who, name).await)
 }
 
 #[server]
 pub async fn load_redrive_jobs() -> Result<Vec<crate::backend::RedriveJobView>, AppError> {
-    use crate::backend::AdminBackend;
-    use std::sync::Arc;
-    with_status(signed_in())?;
-    with_status(
-        expect_context::<Arc<dyn AdminBackend>>()
-            .redrive_jobs()
-            .await,
-    )
+    let (backend, who) = signed_in_as::<Viewer>("redrive_jobs.read", "redrive_jobs").await?;
+    with_status(backend.redrive_jobs(&who).await)
 }

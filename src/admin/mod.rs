@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use app::backend::{
-    AdminBackend, AuditEntryView, AuditPage, AuditQuery, DeadLetterGroup, DeadLetterHistory,
+    Admin, AdminBackend, AuditEntryView, AuditPage, AuditQuery, DeadLetterGroup, DeadLetterHistory,
     DeadLetterView, DeliveryView, DlqPage, DlqQuery, EventDetail, InboxEventView, InboxPage,
-    InboxQuery, OrderDetail, Overview, Principal, Range, RedriveOutcome, RedrivePreview,
-    RedriveRecordView, RedriveView, Role, SearchHit, UserView,
+    InboxQuery, Operator, OrderDetail, Overview, Range, RedriveOutcome, RedrivePreview,
+    RedriveRecordView, RedriveView, Refusal, Role, SearchHit, UserView, Viewer,
 };
 use app::backend::{ApiTokensPage, RevealedToken, SettingsView};
 use app::error::AppError;
@@ -100,53 +100,33 @@ impl StoreBackend {
         self.settings = Arc::new(settings::settings_view(settings, &self.providers)?);
         Ok(self)
     }
+}
 
-    /// The role check behind every action: refused attempts are audited with who, what
-    /// and from where, then answered 403.
-    async fn require(
-        &self,
-        who: &Principal,
-        needed: Role,
-        action: &str,
-        target: &str,
-    ) -> Result<(), AppError> {
-        if who.can(needed) {
-            return Ok(());
-        }
+#[async_trait::async_trait]
+impl AdminBackend for StoreBackend {
+    /// Refused attempts are audited with who, what and from where (then answered 403).
+    async fn record_refusal(&self, refusal: &Refusal) -> Result<(), AppError> {
+        let who = &refusal.principal;
         let entry = AuditEntry {
             actor: &who.name,
-            action: &format!("{action}.refused"),
-            target,
-            reason: Some(&format!("role {} needs {needed}", who.role)),
+            action: &format!("{}.refused", refusal.action),
+            target: &refusal.target,
+            reason: Some(&format!("role {} needs {}", who.role, refusal.needed)),
             details: None,
             source: who.source.as_deref(),
             now: now_ms(),
         };
         users::audit(&self.db, &entry)
             .await
-            .map_err(backend_error("writing the audit log"))?;
-        Err(AppError::Forbidden(format!(
-            "{action} needs the {needed} role; you are {}",
-            who.role
-        )))
-    }
-}
-
-#[async_trait::async_trait]
-impl AdminBackend for StoreBackend {
-    async fn inbox_page(&self, before: Option<i64>, limit: u32) -> Result<InboxPage, String> {
-        self.inbox(
-            InboxQuery {
-                before,
-                ..Default::default()
-            },
-            limit,
-        )
-        .await
-        .map_err(|e| e.to_string())
+            .map_err(backend_error("writing the audit log"))
     }
 
-    async fn inbox(&self, query: InboxQuery, limit: u32) -> Result<InboxPage, AppError> {
+    async fn inbox(
+        &self,
+        _who: &Viewer,
+        query: InboxQuery,
+        limit: u32,
+    ) -> Result<InboxPage, AppError> {
         let query = query.normalized();
         let limit = i64::from(limit.clamp(1, 200));
         let payload = query
@@ -207,7 +187,7 @@ impl AdminBackend for StoreBackend {
         })
     }
 
-    async fn event_detail(&self, id: i64) -> Result<EventDetail, AppError> {
+    async fn event_detail(&self, _who: &Viewer, id: i64) -> Result<EventDetail, AppError> {
         let row = event_detail::event(&self.db, id)
             .await
             .map_err(backend_error("reading the event"))?
@@ -280,9 +260,7 @@ impl AdminBackend for StoreBackend {
         })
     }
 
-    async fn audit_log(&self, who: &Principal, query: AuditQuery) -> Result<AuditPage, AppError> {
-        self.require(who, Role::Admin, "audit_log.read", "audit_log")
-            .await?;
+    async fn audit_log(&self, _who: &Admin, query: AuditQuery) -> Result<AuditPage, AppError> {
         let query = query.normalized();
         let limit = i64::from(app::api::AUDIT_PAGE_SIZE);
         // One extra row tells whether there is an older page.
@@ -313,9 +291,7 @@ impl AdminBackend for StoreBackend {
         })
     }
 
-    async fn users(&self, who: &Principal) -> Result<Vec<UserView>, AppError> {
-        self.require(who, Role::Admin, "users.read", "users")
-            .await?;
+    async fn users(&self, _who: &Admin) -> Result<Vec<UserView>, AppError> {
         Ok(users::list(&self.db)
             .await
             .map_err(backend_error("reading users"))?
@@ -331,13 +307,13 @@ impl AdminBackend for StoreBackend {
             .collect())
     }
 
-    async fn overview(&self, range: Range) -> Result<Overview, AppError> {
+    async fn overview(&self, _who: &Viewer, range: Range) -> Result<Overview, AppError> {
         overview::overview(&self.db, range)
             .await
             .map_err(backend_error("reading the overview"))
     }
 
-    async fn order_detail(&self, order_id: &str) -> Result<OrderDetail, AppError> {
+    async fn order_detail(&self, _who: &Viewer, order_id: &str) -> Result<OrderDetail, AppError> {
         // No order id holds a control character (PostgreSQL text cannot even hold U+0000,
         // and sending one would fail the query, a 503 instead of a 404).
         if order_id.is_empty() || order_id.len() > 255 || order_id.chars().any(char::is_control) {
@@ -349,7 +325,7 @@ impl AdminBackend for StoreBackend {
             .ok_or(AppError::NotFound)
     }
 
-    async fn search(&self, text: &str) -> Result<SearchHit, AppError> {
+    async fn search(&self, _who: &Viewer, text: &str) -> Result<SearchHit, AppError> {
         // An id is one token; anything longer than any id is not one.
         let text: String = text.chars().filter(|c| !c.is_control()).collect();
         let text = text.trim();
@@ -361,7 +337,11 @@ impl AdminBackend for StoreBackend {
             .map_err(backend_error("searching"))
     }
 
-    async fn raw_body(&self, id: i64) -> Result<(String, String, Vec<u8>), AppError> {
+    async fn raw_body(
+        &self,
+        _who: &Viewer,
+        id: i64,
+    ) -> Result<(String, String, Vec<u8>), AppError> {
         let row = event_detail::event(&self.db, id)
             .await
             .map_err(backend_error("reading the event"))?
@@ -369,7 +349,7 @@ impl AdminBackend for StoreBackend {
         Ok((row.event.provider, row.event.event_id, row.raw_body))
     }
 
-    async fn dead_letters(&self, who: &Principal, query: DlqQuery) -> Result<DlqPage, AppError> {
+    async fn dead_letters(&self, who: &Viewer, query: DlqQuery) -> Result<DlqPage, AppError> {
         let query = query.normalized();
         let now = now_ms();
         let mut filter = filter_of(&query);
@@ -466,16 +446,15 @@ impl AdminBackend for StoreBackend {
             can_operate: who.can(Role::Operator),
             due_within_24h,
             history,
-            jobs: self.redrive_jobs().await?,
+            jobs: self.redrive_jobs(who).await?,
         })
     }
 
     async fn preview_redrive(
         &self,
-        _who: &Principal,
+        _who: &Viewer,
         query: DlqQuery,
     ) -> Result<RedrivePreview, AppError> {
-        // Reads only: anyone signed in may ask what a redrive would do.
         let query = query.normalized();
         let selected = redrive::select(&self.db, &filter_of(&query), usize::MAX)
             .await
@@ -499,17 +478,11 @@ impl AdminBackend for StoreBackend {
 
     async fn redrive(
         &self,
-        who: &Principal,
+        who: &Operator,
         query: DlqQuery,
         reason: Option<String>,
     ) -> Result<Vec<RedriveOutcome>, AppError> {
         let query = query.normalized();
-        let target = match query.id {
-            Some(id) => format!("dead_letter:{id}"),
-            None => format!("dead_letters:{}", query.to_query_string()),
-        };
-        self.require(who, Role::Operator, "dead_letter.redrive", &target)
-            .await?;
         let reason = reason
             .map(|r| r.trim().to_string())
             .filter(|r| !r.is_empty());
@@ -556,18 +529,11 @@ impl AdminBackend for StoreBackend {
 
     async fn close_dead_letter(
         &self,
-        who: &Principal,
+        who: &Operator,
         id: i64,
         resolve: bool,
         reason: String,
     ) -> Result<(), AppError> {
-        let action = if resolve {
-            "dead_letter.resolve"
-        } else {
-            "dead_letter.discard"
-        };
-        self.require(who, Role::Operator, action, &format!("dead_letter:{id}"))
-            .await?;
         let reason = reason.trim();
         if reason.is_empty() {
             return Err(AppError::Invalid("say why (a reason is required)".into()));
@@ -582,7 +548,10 @@ impl AdminBackend for StoreBackend {
             .map_err(|e| AppError::Invalid(format!("{e:#}")))
     }
 
-    async fn redrive_jobs(&self) -> Result<Vec<app::backend::RedriveJobView>, AppError> {
+    async fn redrive_jobs(
+        &self,
+        _who: &Viewer,
+    ) -> Result<Vec<app::backend::RedriveJobView>, AppError> {
         let now = now_ms();
         let jobs = redrive_jobs::recent(&self.db)
             .await
@@ -590,13 +559,11 @@ impl AdminBackend for StoreBackend {
         Ok(jobs.into_iter().map(|job| jobs::view(job, now)).collect())
     }
 
-    async fn settings(&self) -> Result<SettingsView, AppError> {
+    async fn settings(&self, _who: &Viewer) -> Result<SettingsView, AppError> {
         Ok((*self.settings).clone())
     }
 
-    async fn api_tokens(&self, who: &Principal) -> Result<ApiTokensPage, AppError> {
-        self.require(who, Role::Admin, "api_tokens.read", "api_tokens")
-            .await?;
+    async fn api_tokens(&self, who: &Admin) -> Result<ApiTokensPage, AppError> {
         let now = now_ms();
         let rows = crate::store::tokens::list(&self.db)
             .await
@@ -609,19 +576,12 @@ impl AdminBackend for StoreBackend {
 
     async fn create_api_token(
         &self,
-        who: &Principal,
+        who: &Admin,
         name: String,
         role: String,
         expires_in_days: u32,
     ) -> Result<(), AppError> {
         let name = name.trim().to_string();
-        self.require(
-            who,
-            Role::Admin,
-            "api_token.add",
-            &format!("api_token:{name}"),
-        )
-        .await?;
         let role = Role::parse(role.trim())
             .ok_or_else(|| AppError::Invalid("the role is viewer, operator or admin".into()))?;
         if !(1..=3650).contains(&expires_in_days) {
@@ -655,14 +615,7 @@ impl AdminBackend for StoreBackend {
         Ok(())
     }
 
-    async fn revoke_api_token(&self, who: &Principal, name: String) -> Result<(), AppError> {
-        self.require(
-            who,
-            Role::Admin,
-            "api_token.revoke",
-            &format!("api_token:{name}"),
-        )
-        .await?;
+    async fn revoke_api_token(&self, who: &Admin, name: String) -> Result<(), AppError> {
         crate::store::tokens::revoke(
             &self.db,
             name.trim(),
@@ -688,7 +641,25 @@ mod tests {
             .unwrap();
         // No migration: the inbox table does not exist, so the read fails in the driver.
         let backend = StoreBackend::new(db, Arc::new(Providers::build(&[]).unwrap()));
-        let err = backend.inbox_page(None, 10).await.unwrap_err();
+        let viewer: Viewer = app::backend::authorize(
+            &backend,
+            app::backend::Principal {
+                user_id: 1,
+                name: "vera".into(),
+                role: Role::Viewer,
+                must_change_password: false,
+                source: None,
+            },
+            "inbox.read",
+            "inbox",
+        )
+        .await
+        .unwrap();
+        let err = backend
+            .inbox(&viewer, InboxQuery::default(), 10)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("could not read the inbox"), "{err}");
         assert!(err.contains("reference "), "{err}");
         assert!(

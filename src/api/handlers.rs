@@ -1,9 +1,10 @@
-//! The API's handlers. Each is thin: parse, call the backend with the token's principal,
-//! answer JSON. Their `#[utoipa::path]` annotations are the OpenAPI document.
+//! The API's handlers. Each is thin: parse, turn the token's principal into the capability
+//! the backend call needs, call it, answer JSON. Their `#[utoipa::path]` annotations are
+//! the OpenAPI document.
 
 use app::backend::{
-    DlqPage, DlqQuery, EventDetail, InboxPage, InboxQuery, OrderDetail, Overview, Principal, Range,
-    RedriveOutcome,
+    DlqPage, DlqQuery, EventDetail, InboxPage, InboxQuery, Operator, OrderDetail, Overview,
+    Principal, Range, RedriveOutcome, Viewer,
 };
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -45,9 +46,13 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
 )]
 pub async fn order(
     State(api): State<ApiState>,
+    Extension(who): Extension<Principal>,
     Path(order_id): Path<String>,
 ) -> ApiResult<OrderDetail> {
-    Ok(Json(api.backend.order_detail(&order_id).await?))
+    let who: Viewer = api
+        .authorize(who, "order.read", &format!("order:{order_id}"))
+        .await?;
+    Ok(Json(api.backend.order_detail(&who, &order_id).await?))
 }
 
 /// Inbox filters and the keyset cursor.
@@ -93,9 +98,11 @@ pub struct EventsParams {
 )]
 pub async fn events(
     State(api): State<ApiState>,
+    Extension(who): Extension<Principal>,
     params: Result<Query<EventsParams>, QueryRejection>,
 ) -> ApiResult<InboxPage> {
     let p = query(params)?;
+    let who: Viewer = api.authorize(who, "inbox.read", "inbox").await?;
     let filter = InboxQuery {
         provider: p.provider,
         status: p.status,
@@ -110,7 +117,7 @@ pub async fn events(
     };
     Ok(Json(
         api.backend
-            .inbox(filter, p.limit.unwrap_or(50).clamp(1, 200))
+            .inbox(&who, filter, p.limit.unwrap_or(50).clamp(1, 200))
             .await?,
     ))
 }
@@ -129,9 +136,14 @@ pub async fn events(
 )]
 pub async fn event(
     State(api): State<ApiState>,
+    Extension(who): Extension<Principal>,
     id: Result<Path<i64>, PathRejection>,
 ) -> ApiResult<EventDetail> {
-    Ok(Json(api.backend.event_detail(path(id)?).await?))
+    let id = path(id)?;
+    let who: Viewer = api
+        .authorize(who, "event.read", &format!("event:{id}"))
+        .await?;
+    Ok(Json(api.backend.event_detail(&who, id).await?))
 }
 
 /// Dead letters matching the filter (open ones unless `status` says otherwise), grouped by
@@ -152,6 +164,9 @@ pub async fn dead_letters(
     Extension(who): Extension<Principal>,
     params: Result<Query<DlqQuery>, QueryRejection>,
 ) -> ApiResult<DlqPage> {
+    let who: Viewer = api
+        .authorize(who, "dead_letters.read", "dead_letters")
+        .await?;
     Ok(Json(api.backend.dead_letters(&who, query(params)?).await?))
 }
 
@@ -176,8 +191,10 @@ pub struct OverviewParams {
 )]
 pub async fn overview(
     State(api): State<ApiState>,
+    Extension(who): Extension<Principal>,
     params: Result<Query<OverviewParams>, QueryRejection>,
 ) -> ApiResult<Overview> {
+    let who: Viewer = api.authorize(who, "overview.read", "overview").await?;
     let range = match query(params)?.range.as_deref() {
         None | Some("1h") => Range::Hour,
         Some("24h") => Range::Day,
@@ -189,7 +206,7 @@ pub async fn overview(
             ))
         }
     };
-    Ok(Json(api.backend.overview(range).await?))
+    Ok(Json(api.backend.overview(&who, range).await?))
 }
 
 fn yes() -> bool {
@@ -241,6 +258,9 @@ pub async fn redrive(
 ) -> ApiResult<RedriveResponse> {
     let request = body(request)?;
     if request.dry_run {
+        let who: Viewer = api
+            .authorize(who, "dead_letter.preview", "dead_letters")
+            .await?;
         let preview = api.backend.preview_redrive(&who, request.filter).await?;
         return Ok(Json(RedriveResponse {
             dry_run: true,
@@ -248,6 +268,8 @@ pub async fn redrive(
             outcomes: preview.outcomes,
         }));
     }
+    let target = request.filter.clone().normalized().audit_target();
+    let who: Operator = api.authorize(who, "dead_letter.redrive", &target).await?;
     let outcomes = api
         .backend
         .redrive(&who, request.filter, request.reason)
@@ -280,6 +302,14 @@ async fn close(
     request: Result<Json<CloseRequest>, JsonRejection>,
 ) -> ApiResult<CloseResponse> {
     let request = body(request)?;
+    let action = if resolve {
+        "dead_letter.resolve"
+    } else {
+        "dead_letter.discard"
+    };
+    let who: Operator = api
+        .authorize(who, action, &format!("dead_letter:{id}"))
+        .await?;
     api.backend
         .close_dead_letter(&who, id, resolve, request.reason)
         .await?;

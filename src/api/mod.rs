@@ -13,7 +13,7 @@ mod handlers;
 
 use std::sync::Arc;
 
-use app::backend::{AdminBackend, Principal, Role};
+use app::backend::{AdminBackend, Capability, Principal, Role};
 use app::error::AppError;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -31,6 +31,18 @@ use crate::store::{now_ms, tokens, Db};
 #[derive(Clone)]
 pub struct ApiState {
     pub backend: Arc<dyn AdminBackend>,
+}
+
+impl ApiState {
+    /// The capability `C` for the token's principal; a refusal is audited and is a 403.
+    async fn authorize<C: Capability>(
+        &self,
+        who: Principal,
+        action: &str,
+        target: &str,
+    ) -> Result<C, ApiError> {
+        Ok(app::backend::authorize::<C>(self.backend.as_ref(), who, action, target).await?)
+    }
 }
 
 /// The body of every error answer.

@@ -84,9 +84,21 @@ pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf) -> R
 /// bytes), as a download.
 async fn raw_body(
     State(backend): State<Arc<dyn AdminBackend>>,
+    principal: Option<axum::Extension<app::backend::Principal>>,
     axum::extract::Path(id): axum::extract::Path<i64>,
 ) -> Response {
-    match backend.raw_body(id).await {
+    let read = async {
+        let axum::Extension(principal) = principal.ok_or(app::error::AppError::Unauthorized)?;
+        let who: app::backend::Viewer = app::backend::authorize(
+            backend.as_ref(),
+            principal,
+            "event.raw_body",
+            &format!("event:{id}"),
+        )
+        .await?;
+        backend.raw_body(&who, id).await
+    };
+    match read.await {
         Ok((provider, event_id, body)) => {
             let safe: String = format!("{provider}-{event_id}")
                 .chars()
@@ -143,14 +155,12 @@ async fn stylesheet(State(options): State<LeptosOptions>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use app::backend::{InboxEventView, InboxPage};
+    use app::backend::fixed::FixedInbox;
+    use app::backend::{InboxEventView, Principal, Role};
 
-    struct OneEvent;
-
-    #[async_trait::async_trait]
-    impl AdminBackend for OneEvent {
-        async fn inbox_page(&self, before: Option<i64>, _limit: u32) -> Result<InboxPage, String> {
-            let event = InboxEventView {
+    fn one_event() -> Arc<dyn AdminBackend> {
+        Arc::new(FixedInbox {
+            events: vec![InboxEventView {
                 id: 7,
                 provider: "stripe".into(),
                 event_id: "evt_ssr_check".into(),
@@ -160,25 +170,16 @@ mod tests {
                 order_id: Some("order-1".into()),
                 deliveries: 3,
                 received_at: "2025-01-02T03:04:05.678Z".into(),
-            };
-            Ok(InboxPage {
-                events: if before.is_none() {
-                    vec![event]
-                } else {
-                    vec![]
-                },
-                next_before: None,
-            })
-        }
+            }],
+            fail: None,
+        })
     }
 
-    struct Broken;
-
-    #[async_trait::async_trait]
-    impl AdminBackend for Broken {
-        async fn inbox_page(&self, _: Option<i64>, _: u32) -> Result<InboxPage, String> {
-            Err("connection refused".into())
-        }
+    fn broken() -> Arc<dyn AdminBackend> {
+        Arc::new(FixedInbox {
+            events: vec![],
+            fail: Some("connection refused".into()),
+        })
     }
 
     /// Every test here runs on this one runtime, as the server does, and one at a time:
@@ -201,8 +202,18 @@ mod tests {
 
     /// Serves the dashboard on a free port with a site root that has no frontend built, the
     /// way `oncehook serve` runs before `scripts/build-frontend.sh`.
+    /// Every request comes from a signed-in viewer (the sign-in layers are tested with the
+    /// whole server).
     async fn serve(backend: Arc<dyn AdminBackend>) -> String {
-        let router = dashboard_router(backend, PathBuf::from("/nonexistent/site"));
+        let viewer = Principal {
+            user_id: 1,
+            name: "vera".into(),
+            role: Role::Viewer,
+            must_change_password: false,
+            source: None,
+        };
+        let router = dashboard_router(backend, PathBuf::from("/nonexistent/site"))
+            .layer(axum::Extension(viewer));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
@@ -217,7 +228,7 @@ mod tests {
     #[test]
     fn inbox_is_in_the_first_html_without_a_built_frontend() {
         on_one_runtime(async {
-            let base = serve(Arc::new(OneEvent)).await;
+            let base = serve(one_event()).await;
             for path in ["/events", "/inbox"] {
                 let (status, html) = get(&format!("{base}{path}")).await;
                 assert_eq!(status, 200, "{path}");
@@ -233,7 +244,7 @@ mod tests {
     #[test]
     fn concurrent_renders_all_answer() {
         on_one_runtime(async {
-            let base = serve(Arc::new(OneEvent)).await;
+            let base = serve(one_event()).await;
             let renders = (0..64).map(|i| {
                 let url = format!("{base}/events?n={i}");
                 tokio::spawn(async move { get(&url).await })
@@ -249,7 +260,7 @@ mod tests {
     #[test]
     fn backend_failure_is_a_503_page() {
         on_one_runtime(async {
-            let base = serve(Arc::new(Broken)).await;
+            let base = serve(broken()).await;
             let (status, html) = get(&format!("{base}/events")).await;
             assert_eq!(status, 503);
             assert!(html.contains("connection refused"));
@@ -259,7 +270,7 @@ mod tests {
     #[test]
     fn unknown_paths_are_a_404_page() {
         on_one_runtime(async {
-            let base = serve(Arc::new(OneEvent)).await;
+            let base = serve(one_event()).await;
             let (status, html) = get(&format!("{base}/no/such/page")).await;
             assert_eq!(status, 404);
             assert!(html.contains("Not found"));
@@ -269,7 +280,7 @@ mod tests {
     #[test]
     fn stylesheet_falls_back_to_the_embedded_copy() {
         on_one_runtime(async {
-            let base = serve(Arc::new(OneEvent)).await;
+            let base = serve(one_event()).await;
             let (status, css) = get(&format!("{base}/pkg/oncehook.css")).await;
             assert_eq!(status, 200);
             assert_eq!(css, EMBEDDED_CSS);

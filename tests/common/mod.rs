@@ -325,6 +325,37 @@ impl TestApp {
         }
     }
 
+    /// The capability `C` for a person called `name` with `role` (from 192.0.2.7), made
+    /// the one way the server makes it; panics when the role does not allow `C`.
+    pub async fn acting<C: app::backend::Capability>(
+        &self,
+        name: &str,
+        role: app::backend::Role,
+    ) -> C {
+        self.authorize(name, role, "test", "test")
+            .await
+            .unwrap_or_else(|e| panic!("{name} as {role}: {e}"))
+    }
+
+    /// The role check a server function or API handler makes for `action` on `target`:
+    /// a refusal is audited and is `Forbidden`.
+    pub async fn authorize<C: app::backend::Capability>(
+        &self,
+        name: &str,
+        role: app::backend::Role,
+        action: &str,
+        target: &str,
+    ) -> Result<C, app::error::AppError> {
+        let principal = app::backend::Principal {
+            user_id: 1,
+            name: name.into(),
+            role,
+            must_change_password: false,
+            source: Some("192.0.2.7".into()),
+        };
+        app::backend::authorize::<C>(&self.backend(), principal, action, target).await
+    }
+
     /// The dashboard's backend over this app's database, as the server builds it.
     pub fn backend(&self) -> oncehook::admin::StoreBackend {
         oncehook::admin::StoreBackend::new(

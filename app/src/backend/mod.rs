@@ -1,0 +1,115 @@
+//! The port between the dashboard and the server: plain serializable view types, one module
+//! per page, plus the `AdminBackend` trait that `src/` implements over the store. `app/`
+//! never depends on the server package; the server provides an `Arc<dyn AdminBackend>`
+//! through Leptos context.
+//!
+//! Every method takes the capability its role needs ([`Viewer`], [`Operator`], [`Admin`]),
+//! and only [`authorize`] makes one: a call that skipped the check does not compile. The
+//! trait has no default bodies, so a missing implementation is a compile error too.
+
+mod access;
+mod admin;
+mod dlq;
+#[cfg(feature = "ssr")]
+pub mod fixed;
+mod inbox;
+mod order;
+mod overview;
+mod query;
+
+pub use access::*;
+pub use admin::*;
+pub use dlq::*;
+pub use inbox::*;
+pub use order::*;
+pub use overview::*;
+pub use query::percent_encode;
+
+#[cfg(feature = "ssr")]
+use crate::error::AppError;
+
+#[cfg(feature = "ssr")]
+#[async_trait::async_trait]
+pub trait AdminBackend: Send + Sync + 'static {
+    /// Writes a refused request to the audit log (called by [`authorize`]).
+    async fn record_refusal(&self, refusal: &Refusal) -> Result<(), AppError>;
+
+    /// The inbox, newest first, with filters; `query.before` is the keyset cursor.
+    async fn inbox(
+        &self,
+        who: &Viewer,
+        query: InboxQuery,
+        limit: u32,
+    ) -> Result<InboxPage, AppError>;
+
+    /// One event; `NotFound` when there is no such inbox id.
+    async fn event_detail(&self, who: &Viewer, id: i64) -> Result<EventDetail, AppError>;
+
+    /// The body exactly as received: (provider, event id, bytes).
+    async fn raw_body(&self, who: &Viewer, id: i64) -> Result<(String, String, Vec<u8>), AppError>;
+
+    /// The overview's KPIs and charts for a time range.
+    async fn overview(&self, who: &Viewer, range: Range) -> Result<Overview, AppError>;
+
+    /// One order with its story; `NotFound` when there is no such order.
+    async fn order_detail(&self, who: &Viewer, order_id: &str) -> Result<OrderDetail, AppError>;
+
+    /// Finds the order (or the event) an id names: an order id, an event id, or any
+    /// provider reference an event named (payment intent, charge, refund, dispute).
+    async fn search(&self, who: &Viewer, text: &str) -> Result<SearchHit, AppError>;
+
+    /// The dead-letter triage page: matching dead letters grouped by class and message.
+    async fn dead_letters(&self, who: &Viewer, query: DlqQuery) -> Result<DlqPage, AppError>;
+
+    /// What redriving everything `query` matches would do now. Changes nothing.
+    async fn preview_redrive(
+        &self,
+        who: &Viewer,
+        query: DlqQuery,
+    ) -> Result<RedrivePreview, AppError>;
+
+    /// Bulk redrives running or recently finished (on any instance), newest first.
+    async fn redrive_jobs(&self, who: &Viewer) -> Result<Vec<RedriveJobView>, AppError>;
+
+    /// Redrives everything `query` matches.
+    async fn redrive(
+        &self,
+        who: &Operator,
+        query: DlqQuery,
+        reason: Option<String>,
+    ) -> Result<Vec<RedriveOutcome>, AppError>;
+
+    /// Resolves (fixed elsewhere) or discards (will not be fixed) one dead letter with a
+    /// reason.
+    async fn close_dead_letter(
+        &self,
+        who: &Operator,
+        id: i64,
+        resolve: bool,
+        reason: String,
+    ) -> Result<(), AppError>;
+
+    /// The effective configuration, secrets hidden.
+    async fn settings(&self, who: &Viewer) -> Result<SettingsView, AppError>;
+
+    /// The audit log, newest first.
+    async fn audit_log(&self, who: &Admin, query: AuditQuery) -> Result<AuditPage, AppError>;
+
+    /// Every dashboard user.
+    async fn users(&self, who: &Admin) -> Result<Vec<UserView>, AppError>;
+
+    /// Every API token, and the one this admin just made if it was not shown yet.
+    async fn api_tokens(&self, who: &Admin) -> Result<ApiTokensPage, AppError>;
+
+    /// Makes an API token; the next `api_tokens` of this admin reveals it once.
+    async fn create_api_token(
+        &self,
+        who: &Admin,
+        name: String,
+        role: String,
+        expires_in_days: u32,
+    ) -> Result<(), AppError>;
+
+    /// Revokes the live token with this name.
+    async fn revoke_api_token(&self, who: &Admin, name: String) -> Result<(), AppError>;
+}

@@ -1,0 +1,126 @@
+//! The overview (`/`): KPIs and charts for a time range.
+
+use serde::{Deserialize, Serialize};
+
+/// The overview's time range: `1h` (per minute), `24h` (per 15 minutes), `7d` (per 2 hours).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub enum Range {
+    Hour,
+    Day,
+    Week,
+}
+
+impl Range {
+    pub const ALL: [Range; 3] = [Range::Hour, Range::Day, Range::Week];
+
+    /// Anything unknown reads as the last hour.
+    pub fn parse(text: Option<&str>) -> Range {
+        match text {
+            Some("24h") => Range::Day,
+            Some("7d") => Range::Week,
+            _ => Range::Hour,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Range::Hour => "1h",
+            Range::Day => "24h",
+            Range::Week => "7d",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Range::Hour => "Last hour",
+            Range::Day => "Last 24 hours",
+            Range::Week => "Last 7 days",
+        }
+    }
+
+    pub fn minutes(self) -> i64 {
+        match self {
+            Range::Hour => 60,
+            Range::Day => 24 * 60,
+            Range::Week => 7 * 24 * 60,
+        }
+    }
+
+    /// Width of one chart bar.
+    pub fn bucket_minutes(self) -> i64 {
+        match self {
+            Range::Hour => 1,
+            Range::Day => 15,
+            Range::Week => 120,
+        }
+    }
+}
+
+/// One bar of the overview's charts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct OverviewPoint {
+    /// RFC 3339, UTC: the bucket's start.
+    pub start: String,
+    pub received: i64,
+    pub duplicates: i64,
+    /// Dead-lettered events and signature failures.
+    pub failures: i64,
+    /// Receipt-to-filed p95 within the bucket, as the upper bound of its latency bucket, ms.
+    pub p95_ms: Option<i64>,
+}
+
+/// Money moved in one currency, minor units.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct MoneyMoved {
+    pub currency: String,
+    pub paid: i64,
+    pub refunded: i64,
+    pub disputed: i64,
+}
+
+/// "Is the payment integration healthy?" on one page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct Overview {
+    pub range: Range,
+    /// Events received (first deliveries) and redeliveries.
+    pub received: i64,
+    pub duplicates: i64,
+    pub signature_failures: i64,
+    /// Events the processor filed, and those of them that ended in the dead-letter queue.
+    pub filed: i64,
+    pub dead: i64,
+    pub retries: i64,
+    /// Receipt to filed, as upper bounds of latency buckets, ms (`i64::MAX`: over a minute).
+    pub latency_p50_ms: Option<i64>,
+    pub latency_p95_ms: Option<i64>,
+    pub latency_p99_ms: Option<i64>,
+    /// Now, whatever the range.
+    pub backlog: i64,
+    pub backlog_oldest_age_secs: Option<i64>,
+    pub dlq_open: i64,
+    pub dlq_oldest_age_secs: Option<i64>,
+    pub money: Vec<MoneyMoved>,
+    /// Most frequent first.
+    pub by_type: Vec<(String, i64)>,
+    pub by_provider: Vec<(String, i64)>,
+    pub by_api_version: Vec<(String, i64)>,
+    /// Oldest first, one per bucket of the range, empty buckets included.
+    pub series: Vec<OverviewPoint>,
+}
+
+impl Overview {
+    /// Share of deliveries that were redeliveries, percent.
+    pub fn duplicate_rate(&self) -> Option<f64> {
+        let all = self.received + self.duplicates;
+        (all > 0).then(|| 100.0 * self.duplicates as f64 / all as f64)
+    }
+
+    /// Share of filed events that did not end in the dead-letter queue, percent.
+    pub fn success_rate(&self) -> Option<f64> {
+        (self.filed > 0).then(|| 100.0 * (self.filed - self.dead) as f64 / self.filed as f64)
+    }
+}
