@@ -302,12 +302,7 @@ async fn by_default_load_is_shed_before_every_connection_is_taken(kind: Kind) {
 
 /// A failed sign-in as `user` from `from`, with `headers` a proxy might add: where the form
 /// sent the browser (`error=invalid` or `error=limited`).
-async fn failed_sign_in(
-    app: &Binary,
-    from: &str,
-    user: &str,
-    headers: &[(&str, &str)],
-) -> String {
+async fn failed_sign_in(app: &Binary, from: &str, user: &str, headers: &[(&str, &str)]) -> String {
     let mut request = client_from(from)
         .post(format!("{}/auth/sign-in", app.base))
         .header("Origin", &app.base)
@@ -348,9 +343,15 @@ async fn behind_a_trusted_proxy_the_client_address_comes_from_x_forwarded_for(ki
         assert!(to.contains("error=invalid"), "{to}");
     }
     let to = failed_sign_in(&app, "127.0.0.1", "mallory", &xff("203.0.113.7")).await;
-    assert!(to.contains("error=limited"), "203.0.113.7 used its allowance: {to}");
+    assert!(
+        to.contains("error=limited"),
+        "203.0.113.7 used its allowance: {to}"
+    );
     let to = failed_sign_in(&app, "127.0.0.1", "mallory", &xff("203.0.113.8")).await;
-    assert!(to.contains("error=invalid"), "203.0.113.8 has its own: {to}");
+    assert!(
+        to.contains("error=invalid"),
+        "203.0.113.8 has its own: {to}"
+    );
     // The client put an address in front; the proxy appended the one it saw. A chain of
     // two trusted proxies: the first untrusted address from the right is the client.
     failed_sign_in(
@@ -397,11 +398,20 @@ async fn the_forwarded_header_names_the_client_for_sign_in_and_api_tokens(kind: 
         &app,
         "127.0.0.1",
         "eve",
-        &[("Forwarded", forwarded), ("X-Forwarded-For", "198.51.100.1")],
+        &[
+            ("Forwarded", forwarded),
+            ("X-Forwarded-For", "198.51.100.1"),
+        ],
     )
     .await;
     // In this mode X-Forwarded-For is whatever the client sent: ignored.
-    failed_sign_in(&app, "127.0.0.1", "eve", &[("X-Forwarded-For", "198.51.100.1")]).await;
+    failed_sign_in(
+        &app,
+        "127.0.0.1",
+        "eve",
+        &[("X-Forwarded-For", "198.51.100.1")],
+    )
+    .await;
     let db_handle = db.connect().await;
     assert_eq!(
         audit_sources(&db_handle, "eve")
