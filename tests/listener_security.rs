@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 both!(
     a_body_sent_a_byte_at_a_time_is_cut_off_at_the_body_deadline,
     one_address_cannot_take_every_connection_slot,
+    a_trusted_proxy_is_not_held_to_the_per_address_cap,
     by_default_load_is_shed_before_every_connection_is_taken,
     behind_a_trusted_proxy_the_client_address_comes_from_x_forwarded_for,
     the_forwarded_header_names_the_client_for_sign_in_and_api_tokens,
@@ -157,6 +158,17 @@ async fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
     }
 }
 
+/// How many of `streams` the server has not closed.
+async fn still_open(streams: &mut [TcpStream]) -> usize {
+    let mut open = 0;
+    for stream in streams {
+        if !closed_within(stream, Duration::from_millis(200)).await {
+            open += 1;
+        }
+    }
+    open
+}
+
 async fn signed_payment(http: &reqwest::Client, base: &str, i: usize) -> reqwest::Result<u16> {
     let body = payment_intent_succeeded(
         &format!("evt_listen_{i}"),
@@ -243,15 +255,48 @@ async fn one_address_cannot_take_every_connection_slot(kind: Kind) {
     .unwrap();
     assert_eq!(status, 200);
     assert!(started.elapsed() < Duration::from_secs(2));
-    let mut kept = 0;
-    for stream in &mut flood {
-        if !closed_within(stream, Duration::from_millis(200)).await {
-            kept += 1;
-        }
-    }
+    let kept = still_open(&mut flood).await;
     eprintln!("the flooding address kept {kept} of 16 connections");
     assert!((1..=4).contains(&kept), "kept {kept}");
     drop(flood);
+    app.stop();
+}
+
+/// A proxy carries everyone's connections: the cap per address would cut its users off.
+async fn a_trusted_proxy_is_not_held_to_the_per_address_cap(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let db = TestDb::new(kind).await;
+    let app = Binary::start(
+        &db,
+        "[server]
+max_connections = 16
+max_in_flight = 12
+max_connections_per_address = 2
+\
+         trusted_proxies = [\"127.0.0.3/32\"]\n",
+    )
+    .await;
+    let mut proxied = Vec::new();
+    let mut direct = Vec::new();
+    for _ in 0..6 {
+        let mut stream = connect_from("127.0.0.3", app.addr).await;
+        start_slow_body(&mut stream).await;
+        proxied.push(stream);
+        let mut stream = connect_from("127.0.0.4", app.addr).await;
+        start_slow_body(&mut stream).await;
+        direct.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        still_open(&mut proxied).await,
+        6,
+        "the trusted proxy keeps every connection"
+    );
+    assert_eq!(
+        still_open(&mut direct).await,
+        2,
+        "another address keeps its two"
+    );
     app.stop();
 }
 
