@@ -95,8 +95,44 @@ pub struct ServerSettings {
     pub request_timeout_ms: u64,
     /// Open connections per listener; more wait in the accept queue.
     pub max_connections: usize,
-    /// Requests handled at once per listener; beyond that 503 with `Retry-After`.
+    /// Requests handled at once per listener; beyond that 503 with `Retry-After`. At most
+    /// `max_connections` (each connection carries one request at a time, so a larger limit
+    /// is never reached); below it, so that load is shed while connections remain.
     pub max_in_flight: usize,
+    /// Open connections per client address (the TCP peer); more are closed at once, so one
+    /// address dribbling slow bodies cannot take every slot. Trusted proxies are exempt.
+    pub max_connections_per_address: usize,
+    /// Peers whose `proxy_header` names the client (CIDR blocks). Empty: the TCP peer is
+    /// the client, whatever the request's headers say.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Which header a trusted proxy reports the client in.
+    pub proxy_header: ProxyHeader,
+}
+
+/// The header a trusted proxy names the client in. Only one is read: a proxy that sets one
+/// passes the other through from the client unchecked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProxyHeader {
+    /// `X-Forwarded-For: client, proxy1, ...` (nginx, HAProxy, Caddy, Traefik, cloud LBs).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for=proxy1`.
+    Forwarded,
+}
+
+impl ServerSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.max_in_flight <= self.max_connections,
+            "server.max_in_flight ({}) must not exceed server.max_connections ({}): each \
+             connection carries one request at a time, so that many requests are never in \
+             flight and load is never shed",
+            self.max_in_flight,
+            self.max_connections
+        );
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -487,7 +523,10 @@ impl Default for Settings {
                 body_timeout_ms: 30_000,
                 request_timeout_ms: 60_000,
                 max_connections: 512,
-                max_in_flight: 1_024,
+                max_in_flight: 256,
+                max_connections_per_address: 64,
+                trusted_proxies: vec![],
+                proxy_header: ProxyHeader::XForwardedFor,
             },
             log: LogSettings {
                 format: LogFormat::Text,
@@ -607,6 +646,7 @@ impl Settings {
 
     /// Cross-field rules the types cannot express.
     pub fn validate(&self) -> anyhow::Result<()> {
+        self.server.validate()?;
         anyhow::ensure!(
             self.processor.claim_batch >= 1 && self.processor.events_per_transaction != Some(0),
             "processor.claim_batch and processor.events_per_transaction must be at least 1"

@@ -17,6 +17,7 @@ use crate::ingest::Ingestor;
 use crate::processor::{spawn_pg_listener, Processor, ProcessorParts};
 use crate::relay::{sinks::Sinks, Relay};
 use crate::store::{Backend, Db};
+use crate::web::client_addr::{ClientAddr, TrustedProxies};
 use crate::web::{self, webhooks::WebhookState, WebParts};
 
 pub struct RunningServer {
@@ -131,6 +132,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
             providers: providers.clone(),
             ingestor,
             db: db.clone(),
+            warnings: Default::default(),
         })
     } else {
         None
@@ -304,10 +306,64 @@ async fn overloaded(_: tower::BoxError) -> axum::response::Response {
         .into_response()
 }
 
+/// Open connections per client address. A connection over its address's allowance is
+/// closed as soon as it is accepted; trusted proxies carry many clients and are exempt.
+struct AddressSlots {
+    per_address: usize,
+    open: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+}
+
+/// One connection's place in its address's count, given back when dropped.
+struct AddressSlot {
+    slots: Arc<AddressSlots>,
+    ip: std::net::IpAddr,
+}
+
+impl AddressSlots {
+    fn new(per_address: usize) -> Arc<AddressSlots> {
+        Arc::new(AddressSlots {
+            per_address: per_address.max(1),
+            open: Default::default(),
+        })
+    }
+
+    fn take(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<AddressSlot> {
+        let mut open = self.open.lock().expect("never poisoned");
+        let count = open.entry(ip).or_insert(0);
+        if *count >= self.per_address {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            slots: self.clone(),
+            ip,
+        })
+    }
+
+    fn len(&self, ip: std::net::IpAddr) -> usize {
+        let open = self.open.lock().expect("never poisoned");
+        open.get(&ip).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.slots.open.lock().expect("never poisoned");
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count -= 1;
+            // Forgotten at zero: the map holds only addresses with open connections.
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// The accept loop: at most `max_connections` open connections (more wait in the kernel's
-/// accept queue), hyper's header-read timer against slow clients, body and request
-/// timeouts (408) and load shedding (503) around the router; on shutdown, stop accepting
-/// and let open connections finish their requests.
+/// accept queue) and `max_connections_per_address` from one address, hyper's header-read
+/// timer against slow clients, a deadline for the whole body and the request (408), and
+/// load shedding (503) around the router; each request carries its [`ClientAddr`]. On
+/// shutdown, stop accepting and let open connections finish their requests.
 async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -319,7 +375,7 @@ async fn serve(
     use hyper_util::rt::{TokioIo, TokioTimer};
     use std::time::Duration;
     use tower::ServiceBuilder;
-    use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
+    use tower_http::timeout::{RequestBodyDeadlineLayer, TimeoutLayer};
 
     let service = ServiceBuilder::new()
         .layer(HandleErrorLayer::new(overloaded))
@@ -329,10 +385,17 @@ async fn serve(
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_millis(limits.request_timeout_ms),
         ))
-        .layer(RequestBodyTimeoutLayer::new(Duration::from_millis(
+        // One deadline for the whole body: a timeout per frame would let a client that sends
+        // a byte just before each timeout hold its connection until the request timeout.
+        .layer(RequestBodyDeadlineLayer::new(Duration::from_millis(
             limits.body_timeout_ms,
         )))
         .service(router);
+    let proxies = Arc::new(TrustedProxies::new(
+        limits.trusted_proxies.clone(),
+        limits.proxy_header,
+    ));
+    let per_address = AddressSlots::new(limits.max_connections_per_address);
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1
         .timer(TokioTimer::new())
@@ -356,13 +419,32 @@ async fn serve(
             },
             _ = shutdown.cancelled() => break,
         };
+        let address_slot = if proxies.trusts(peer.ip()) {
+            None
+        } else {
+            match per_address.take(peer.ip()) {
+                Some(slot) => Some(slot),
+                None => {
+                    // Debug only: a flood of these must cost no disk.
+                    tracing::debug!(
+                        peer = %peer.ip(),
+                        open = per_address.len(peer.ip()),
+                        "connection closed: its address has max_connections_per_address open"
+                    );
+                    continue;
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
-        // The client address, for sign-in limits and the audit log (axum's ConnectInfo).
+        // The peer (axum's ConnectInfo) and the client it speaks for, once per request.
+        let proxies = proxies.clone();
         let with_peer = tower::ServiceExt::map_request(
             service.clone(),
             move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                let client = ClientAddr(proxies.client(peer.ip(), req.headers()));
                 req.extensions_mut()
                     .insert(axum::extract::ConnectInfo(peer));
+                req.extensions_mut().insert(client);
                 req
             },
         );
@@ -373,9 +455,37 @@ async fn serve(
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             let _ = connection.await;
+            drop(address_slot);
             drop(permit);
         });
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AddressSlots;
+
+    #[test]
+    fn each_address_keeps_at_most_its_slots_and_gets_them_back_on_close() {
+        let slots = AddressSlots::new(2);
+        let a: std::net::IpAddr = "192.0.2.1".parse().unwrap();
+        let b: std::net::IpAddr = "192.0.2.2".parse().unwrap();
+        let first = slots.take(a).expect("first");
+        let second = slots.take(a).expect("second");
+        assert!(slots.take(a).is_none(), "a third from the same address");
+        assert!(slots.take(b).is_some(), "another address is not affected");
+        drop(first);
+        let again = slots
+            .take(a)
+            .expect("a closed connection gives its slot back");
+        assert_eq!(slots.len(a), 2);
+        drop(again);
+        drop(second);
+        assert!(
+            slots.open.lock().unwrap().is_empty(),
+            "addresses without open connections are forgotten"
+        );
+    }
 }

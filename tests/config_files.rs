@@ -315,3 +315,59 @@ fn config_check_prints_effective_settings_without_secrets() {
     assert!(!out.status.success(), "a sink without url is refused");
     assert!(String::from_utf8_lossy(&out.stderr).contains("url"));
 }
+
+#[test]
+fn listener_keys_load_from_a_file() {
+    figment::Jail::expect_with(|_| {
+        let s = load(
+            "[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"2001:db8::/32\", \"192.0.2.7/32\"]\n\
+             proxy_header = \"forwarded\"\nmax_connections = 100\nmax_in_flight = 50\n\
+             max_connections_per_address = 8\n",
+        )
+        .unwrap();
+        let proxies: Vec<String> = s
+            .server
+            .trusted_proxies
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(proxies, ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7/32"]);
+        assert_eq!(
+            s.server.proxy_header,
+            oncehook::config::ProxyHeader::Forwarded
+        );
+        assert_eq!(s.server.max_connections_per_address, 8);
+        assert_eq!(s.server.max_in_flight, 50);
+
+        // Nothing is trusted unless configured; X-Forwarded-For is what proxies send.
+        let d = Settings::default().server;
+        assert!(d.trusted_proxies.is_empty());
+        assert_eq!(d.proxy_header, oncehook::config::ProxyHeader::XForwardedFor);
+        // Defaults leave room: one address cannot take every slot, and requests are shed
+        // before every connection is taken.
+        assert!(d.max_connections_per_address * 4 <= d.max_connections);
+        assert!(d.max_in_flight < d.max_connections);
+
+        let err = load("[server]\ntrusted_proxies = [\"10.0.0.300/8\"]\n").unwrap_err();
+        assert!(format!("{err:#}").contains("trusted_proxies"), "{err:#}");
+        let err = load("[server]\nproxy_header = \"x-real-ip\"\n").unwrap_err();
+        assert!(format!("{err:#}").contains("proxy_header"), "{err:#}");
+        Ok(())
+    });
+}
+
+#[test]
+fn max_in_flight_above_max_connections_is_refused() {
+    figment::Jail::expect_with(|_| {
+        // Each connection carries one request at a time: a limit above the connection
+        // count could never be reached, so load would never be shed.
+        let err = load("[server]\nmax_connections = 64\nmax_in_flight = 128\n").unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("max_in_flight") && text.contains("max_connections"),
+            "{text}"
+        );
+        load("[server]\nmax_connections = 64\nmax_in_flight = 64\n").unwrap();
+        Ok(())
+    });
+}

@@ -132,7 +132,7 @@ async fn a_connection_flood_does_not_stop_webhooks_being_acknowledged(kind: Kind
     // connections would leave the server none to accept a provider's connection with.
     let app = Binary::start_limited(
         &db,
-        "[server]\nheader_read_timeout_ms = 1000\nmax_connections = 64\n",
+        "[server]\nheader_read_timeout_ms = 1000\nmax_connections = 64\nmax_in_flight = 32\n",
         Some(256),
     )
     .await;

@@ -204,8 +204,8 @@ async fn bearer(State(db): State<Db>, mut req: Request, next: Next) -> Response 
     };
     let source = req
         .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip().to_string());
+        .get::<crate::web::client_addr::ClientAddr>()
+        .map(|c| c.0.to_string());
     req.extensions_mut().insert(Principal {
         // Tokens are not users; the name in the audit log says which token acted.
         user_id: 0,

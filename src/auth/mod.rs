@@ -18,14 +18,13 @@ pub mod gate;
 pub mod limit;
 pub mod password;
 
-use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use app::backend::{Principal, Role};
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -263,8 +262,8 @@ pub async fn bootstrap_first_admin(
 
 fn client_address(req: &Request) -> Option<String> {
     req.extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip().to_string())
+        .get::<crate::web::client_addr::ClientAddr>()
+        .map(|client| client.0.to_string())
 }
 
 /// Session → user → `Principal` in the request's extensions. A session whose user is gone,
@@ -450,8 +449,9 @@ async fn sign_in(
     }
 }
 
-/// `ConnectInfo` when the server was started with it (always in `oncehook serve`); tests
-/// that serve a bare router get `None` instead of a 500.
+/// The client's address (`web::client_addr`: the peer, or the client a trusted proxy
+/// names) when the server set it (always in `oncehook serve`); tests that serve a bare
+/// router get `None` instead of a 500.
 pub struct ConnectInfoOpt(pub Option<String>);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ConnectInfoOpt {
@@ -464,8 +464,8 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ConnectInfoOpt {
         Ok(ConnectInfoOpt(
             parts
                 .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(a)| a.ip().to_string()),
+                .get::<crate::web::client_addr::ClientAddr>()
+                .map(|client| client.0.to_string()),
         ))
     }
 }

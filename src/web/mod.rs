@@ -1,5 +1,6 @@
 //! HTTP: the webhook receiver, health, and the dashboard, in one router.
 
+pub mod client_addr;
 pub mod dashboard;
 pub mod webhooks;
 
@@ -25,12 +26,13 @@ pub struct WebParts {
 pub fn router(parts: WebParts) -> Router {
     let mut router = Router::new().route("/healthz", get(health).with_state(parts.db.clone()));
     if let Some(state) = parts.webhooks {
+        let oversize = (parts.max_body_bytes, state.warnings.clone());
         router = router.route(
             "/webhooks/{provider}",
             post(webhooks::receive)
                 .layer(DefaultBodyLimit::max(parts.max_body_bytes))
                 .layer(axum::middleware::from_fn_with_state(
-                    parts.max_body_bytes,
+                    oversize,
                     refuse_announced_oversize,
                 ))
                 .with_state(state),
@@ -69,7 +71,8 @@ pub struct CspNonce(pub String);
 
 /// Security headers on every response: a CSP allowing scripts only from this origin or
 /// carrying this response's nonce (plus `'wasm-unsafe-eval'`, which instantiating the
-/// dashboard's WebAssembly needs), no framing, no MIME sniffing, no referrer.
+/// dashboard's WebAssembly needs), no framing, no MIME sniffing, no referrer, and
+/// `Cache-Control: no-store` on everything but the static bundle under `/pkg/`.
 async fn security_headers(
     mut request: axum::extract::Request,
     next: axum::middleware::Next,
@@ -81,6 +84,7 @@ async fn security_headers(
     rand::thread_rng().fill_bytes(&mut bytes);
     let nonce = base64::engine::general_purpose::STANDARD.encode(bytes);
     request.extensions_mut().insert(CspNonce(nonce.clone()));
+    let bundle_path = request.uri().path().starts_with("/pkg/");
     let mut response = next.run(request).await;
     // `cargo leptos watch` (development only) reloads the page through a websocket on its
     // own port; nothing else ever connects anywhere but this origin.
@@ -97,6 +101,8 @@ async fn security_headers(
          style-src 'self'; img-src 'self' data:; connect-src {connect}; object-src 'none'; \
          base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     );
+    let status = response.status();
+    let bundle_file = bundle_path && (status.is_success() || status == StatusCode::NOT_MODIFIED);
     let headers = response.headers_mut();
     if let Ok(csp) = HeaderValue::from_str(&csp) {
         headers.insert(header::CONTENT_SECURITY_POLICY, csp);
@@ -110,13 +116,19 @@ async fn security_headers(
         HeaderValue::from_static("same-origin"),
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // Pages show customer data and the token page a secret: no cache (browser, proxy) keeps
+    // any answer but a file of the static bundle actually served. Decided on the status
+    // too, so a crafted `/pkg/...` path that reaches anything else is not cacheable.
+    if !bundle_file {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     response
 }
 
 /// 413 from the `Content-Length` alone, before any of the body is read (the body limit
 /// still stops chunked bodies while they are read).
 async fn refuse_announced_oversize(
-    State(limit): State<usize>,
+    State((limit, warnings)): State<(usize, Arc<webhooks::BadWebhookWarnings>)>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -126,7 +138,14 @@ async fn refuse_announced_oversize(
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if announced.is_some_and(|n| n > limit as u64) {
-        tracing::warn!(announced, limit, "body refused from its Content-Length");
+        if let Some(suppressed) = warnings.oversize.allow() {
+            tracing::warn!(
+                announced,
+                limit,
+                suppressed,
+                "body refused from its Content-Length"
+            );
+        }
         let mut response = (
             StatusCode::PAYLOAD_TOO_LARGE,
             axum::Json(serde_json::json!({ "error": format!("body larger than {limit} bytes") })),

@@ -26,6 +26,54 @@ pub struct WebhookState {
     pub ingestor: Ingestor,
     /// For the overview's counts (receipts, duplicates, signature failures).
     pub db: crate::store::Db,
+    pub warnings: Arc<BadWebhookWarnings>,
+}
+
+/// One kind of warning about a bad request, logged at most [`LimitedWarning::BURST`] at
+/// once and then once per [`LimitedWarning::EVERY`]: a flood of forged signatures or
+/// scanner traffic costs no disk. Each line logged says how many were not logged since the
+/// previous one (`suppressed`); the metrics count every request exactly.
+pub struct LimitedWarning {
+    limiter: governor::DefaultDirectRateLimiter,
+    suppressed: std::sync::atomic::AtomicU64,
+}
+
+impl LimitedWarning {
+    pub const BURST: u32 = 5;
+    pub const EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+    /// `Some(not logged since the last line)` when this one may be logged.
+    pub fn allow(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        if self.limiter.check().is_ok() {
+            Some(self.suppressed.swap(0, Ordering::Relaxed))
+        } else {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+impl Default for LimitedWarning {
+    fn default() -> Self {
+        let quota = governor::Quota::with_period(Self::EVERY)
+            .expect("a non-zero period")
+            .allow_burst(std::num::NonZeroU32::new(Self::BURST).expect("non-zero"));
+        LimitedWarning {
+            limiter: governor::RateLimiter::direct(quota),
+            suppressed: Default::default(),
+        }
+    }
+}
+
+/// The warnings a request nobody can authenticate may cause, each kind limited on its own
+/// (a flood of one kind does not hide another).
+#[derive(Default)]
+pub struct BadWebhookWarnings {
+    pub unknown_provider: LimitedWarning,
+    pub body_rejected: LimitedWarning,
+    pub oversize: LimitedWarning,
+    pub signature_failed: LimitedWarning,
 }
 
 pub const CORRELATION_HEADER: &str = "x-correlation-id";
@@ -74,6 +122,19 @@ fn error(status: StatusCode, correlation_id: &str, message: String) -> Response 
     )
 }
 
+/// 408 when the body missed its deadline (`server.body_timeout_ms`, tower-http's
+/// `TimeoutError` inside axum's rejection), else the rejection's own status.
+fn body_rejection_status(rejection: &BytesRejection) -> StatusCode {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(error) = source {
+        if error.is::<tower_http::timeout::TimeoutError>() {
+            return StatusCode::REQUEST_TIMEOUT;
+        }
+        source = error.source();
+    }
+    rejection.status()
+}
+
 pub async fn receive(
     State(state): State<WebhookState>,
     Path(provider_name): Path<String>,
@@ -96,7 +157,9 @@ async fn receive_inner(
     correlation_id: String,
 ) -> Response {
     let Some(provider) = state.providers.get(&provider_name) else {
-        warn!("unknown provider");
+        if let Some(suppressed) = state.warnings.unknown_provider.allow() {
+            warn!(suppressed, "unknown provider");
+        }
         crate::metrics::receipt("unknown", "unknown_provider");
         return error(
             StatusCode::BAD_REQUEST,
@@ -110,16 +173,21 @@ async fn receive_inner(
     let body = match body {
         Ok(body) => body,
         Err(rejection) => {
-            warn!(status = rejection.status().as_u16(), "body rejected");
+            let status = body_rejection_status(&rejection);
+            if let Some(suppressed) = state.warnings.body_rejected.allow() {
+                warn!(status = status.as_u16(), suppressed, "body rejected");
+            }
             crate::metrics::receipt(&provider_name, "rejected");
-            return error(rejection.status(), &correlation_id, rejection.body_text());
+            return error(status, &correlation_id, rejection.body_text());
         }
     };
     let now = now_ms();
     let verified = match provider.verifier.verify(&headers, &body, now / 1000) {
         Ok(v) => v,
         Err(e) => {
-            warn!(reason = %e, "signature check failed");
+            if let Some(suppressed) = state.warnings.signature_failed.allow() {
+                warn!(reason = %e, suppressed, "signature check failed");
+            }
             crate::metrics::receipt(&provider_name, "signature_failed");
             state
                 .db
