@@ -164,6 +164,7 @@ async fn no_path_variant_reaches_page_data_without_a_session(kind: Kind) {
     let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(&db, "").await;
+    let addr = app.addr.to_string();
     let http = reqwest::Client::new();
     let body = payment_intent_succeeded(EVENT_ID, PAYMENT_ID, ORDER_ID, 4_200, T10_00).to_string();
     let signature =
@@ -223,14 +224,14 @@ async fn no_path_variant_reaches_page_data_without_a_session(kind: Kind) {
         .expect("a session cookie")
         .to_string();
     for page in ["/events", "/events/1", &format!("/orders/{ORDER_ID}")] {
-        let (status, answer) = raw(&app.addr, get(&app.addr, page, Some(&cookie))).await;
+        let (status, answer) = raw(&addr, get(&addr, page, Some(&cookie))).await;
         assert_eq!(status, 200, "{page} signed in: {answer}");
         assert!(leaks(&answer), "{page} signed in shows the event");
     }
     let (status, answer) = raw(
-        &app.addr,
+        &addr,
         post(
-            &app.addr,
+            &addr,
             app::api::LoadOrder::PATH,
             "application/x-www-form-urlencoded",
             &format!("order_id={ORDER_ID}"),
@@ -244,7 +245,7 @@ async fn no_path_variant_reaches_page_data_without_a_session(kind: Kind) {
     let (mut tried, mut leaked, mut wrong) = (0, vec![], vec![]);
     for page in pages() {
         for path in std::iter::once(page.clone()).chain(disguises(&page)) {
-            let (status, answer) = raw(&app.addr, get(&app.addr, &path, None)).await;
+            let (status, answer) = raw(&addr, get(&addr, &path, None)).await;
             tried += 1;
             if leaks(&answer) {
                 leaked.push(format!("GET {path}"));
@@ -264,8 +265,7 @@ async fn no_path_variant_reaches_page_data_without_a_session(kind: Kind) {
     }
     for (function, content_type, body) in server_functions() {
         for path in std::iter::once(function.to_string()).chain(disguises(function)) {
-            let (status, answer) =
-                raw(&app.addr, post(&app.addr, &path, content_type, &body, None)).await;
+            let (status, answer) = raw(&addr, post(&addr, &path, content_type, &body, None)).await;
             tried += 1;
             if leaks(&answer) {
                 leaked.push(format!("POST {path}"));
@@ -287,7 +287,7 @@ async fn no_path_variant_reaches_page_data_without_a_session(kind: Kind) {
         "/pkg/oncehook.css/x",
         "/sign-in/x",
     ] {
-        let (status, answer) = raw(&app.addr, get(&app.addr, path, None)).await;
+        let (status, answer) = raw(&addr, get(&addr, path, None)).await;
         tried += 1;
         if !matches!(status, 303 | 401) || answer.contains("<main") {
             wrong.push(format!("GET {path}: {status}, not sent to sign in"));

@@ -9,9 +9,9 @@
 mod common;
 
 use std::net::{IpAddr, SocketAddr};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::binary::Binary;
 use common::fixtures::*;
 use common::{Kind, TestApp, TestDb, STRIPE_SECRET};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,91 +27,6 @@ both!(
     nothing_signed_in_is_stored_by_caches_but_the_bundle_is,
     a_flood_of_bad_signatures_logs_a_few_lines_and_counts_every_one,
 );
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `oncehook serve` as a user starts it: a config file, a free loopback port.
-struct Binary {
-    child: Child,
-    base: String,
-    addr: SocketAddr,
-    dir: tempfile::TempDir,
-}
-
-impl Binary {
-    /// Starts the binary with `extra` in its config file (before the provider table).
-    async fn start(db: &TestDb, extra: &str) -> Binary {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("oncehook.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "data_dir = \"{}\"\n{extra}\n[[providers]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n",
-                dir.path().display()
-            ),
-        )
-        .unwrap();
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_oncehook"))
-            .args(["serve", "--config"])
-            .arg(&config)
-            .args(["--database-url", &db.url, "--listen", &addr.to_string()])
-            .env("RUST_LOG", "info")
-            .env_remove("ONCEHOOK_CONFIG")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
-            .spawn()
-            .expect("start oncehook");
-        let base = format!("http://{addr}");
-        // From an address no test floods, so its pooled connection counts against nobody.
-        let http = client_from("127.0.0.254");
-        for _ in 0..200 {
-            if let Ok(r) = http.get(format!("{base}/healthz")).send().await {
-                if r.status() == 200 {
-                    return Binary {
-                        child,
-                        base,
-                        addr,
-                        dir,
-                    };
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!(
-            "server did not become healthy:\n{}",
-            std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
-        );
-    }
-
-    /// Stops it (SIGTERM) and returns what it logged.
-    fn stop(mut self) -> String {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-        self.child.wait().unwrap();
-        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap()
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// An HTTP client whose connections leave from `ip` (another machine, as far as the server
 /// can tell).

@@ -1,5 +1,6 @@
 //! The real `oncehook` binary in its own process, on a free port, with a config file.
 
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -16,8 +17,9 @@ pub fn free_port() -> u16 {
 pub struct Binary {
     pub child: Child,
     pub base: String,
-    pub addr: String,
-    pub _dir: tempfile::TempDir,
+    pub addr: SocketAddr,
+    /// The config file and `stderr.log` (what the server logged).
+    pub dir: tempfile::TempDir,
 }
 
 impl Binary {
@@ -39,7 +41,7 @@ impl Binary {
         )
         .unwrap();
         let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_oncehook"));
         if let Some(n) = nofile {
             use std::os::unix::process::CommandExt;
@@ -54,7 +56,7 @@ impl Binary {
         let mut child = command
             .args(["serve", "--config"])
             .arg(&config)
-            .args(["--database-url", &db.url, "--listen", &addr])
+            .args(["--database-url", &db.url, "--listen", &addr.to_string()])
             .env("RUST_LOG", "info")
             .env_remove("ONCEHOOK_CONFIG")
             .stdout(Stdio::null())
@@ -62,7 +64,11 @@ impl Binary {
             .spawn()
             .expect("start oncehook");
         let base = format!("http://{addr}");
-        let http = reqwest::Client::new();
+        // From an address no test floods, so its pooled connection counts against nobody.
+        let http = reqwest::Client::builder()
+            .local_address("127.0.0.254".parse::<std::net::IpAddr>().unwrap())
+            .build()
+            .unwrap();
         for _ in 0..200 {
             if let Ok(r) = http.get(format!("{base}/healthz")).send().await {
                 if r.status() == 200 {
@@ -70,7 +76,7 @@ impl Binary {
                         child,
                         base,
                         addr,
-                        _dir: dir,
+                        dir,
                     };
                 }
             }
@@ -78,12 +84,15 @@ impl Binary {
         }
         let _ = child.kill();
         let _ = child.wait();
-        panic!("server did not become healthy");
+        panic!(
+            "server did not become healthy:\n{}",
+            std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
+        );
     }
 
     /// Stops it (SIGTERM) and returns what it logged.
     pub fn stop(mut self) -> String {
-        let log = self._dir.path().join("stderr.log");
+        let log = self.dir.path().join("stderr.log");
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
