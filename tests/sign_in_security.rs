@@ -29,6 +29,7 @@ both!(
     the_page_after_sign_in_stays_on_this_site,
     sessions_end_at_their_absolute_lifetime_and_are_not_saved_on_every_request,
     the_one_time_admin_password_goes_to_a_private_file_not_to_a_pipe,
+    the_one_time_admin_password_is_shown_on_a_terminal,
 );
 
 /// A client that shows redirects instead of following them; `from` binds its end.
@@ -609,4 +610,53 @@ async fn the_one_time_admin_password_goes_to_a_private_file_not_to_a_pipe(kind: 
     let audit = users::audit_page(&db, None, None, 10).await.unwrap();
     assert!(!format!("{audit:?}").contains(&password));
     db.close().await;
+}
+
+/// Starts `oncehook serve` in `dir` with its standard output on a pseudo-terminal (as when
+/// someone runs it by hand) and returns what that terminal showed up to the sign-in hint.
+async fn serve_on_a_terminal(db_url: &str, dir: &std::path::Path) -> String {
+    use std::io::BufRead;
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", db_url])
+        .env_remove("ONCEHOOK_CONFIG")
+        .env("RUST_LOG", "warn")
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(pty.slave))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let terminal = std::fs::File::from(pty.master);
+    let shown = tokio::task::spawn_blocking(move || {
+        let mut lines = Vec::new();
+        // Ends at the hint, or with an error once the child is gone (EIO on Linux).
+        for line in std::io::BufReader::new(terminal).lines() {
+            let Ok(line) = line else { break };
+            let done = line.contains("choose a new password");
+            lines.push(line.trim_end().to_string());
+            if done {
+                break;
+            }
+        }
+        lines.join("\n")
+    });
+    let shown = tokio::time::timeout(Duration::from_secs(60), shown).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    shown
+        .expect("serve showed no sign-in hint on its terminal within 60 s")
+        .unwrap()
+}
+
+async fn the_one_time_admin_password_is_shown_on_a_terminal(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let test_db = TestDb::new(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shown = serve_on_a_terminal(&test_db.url, dir.path()).await;
+    let file = dir.path().join("data").join("admin-one-time-password");
+    let password = std::fs::read_to_string(&file).unwrap().trim().to_string();
+    assert_eq!(password.len(), 20);
+    // The same password on the terminal as in the file, once.
+    assert_eq!(shown.matches(password.as_str()).count(), 1, "{shown}");
 }
