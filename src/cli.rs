@@ -258,6 +258,34 @@ impl Common {
     }
 }
 
+/// The first admin's one-time password goes to a 0600 file in the data directory (the log
+/// says where) and to standard output only when that is a terminal: a container's or a
+/// service manager's captured output is kept, shipped and read by others.
+fn announce_one_time_password(
+    settings: &Settings,
+    password: &str,
+    dashboard: &str,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::io::IsTerminal;
+    let path = crate::auth::keep_one_time_password(&settings.data_dir, password).context(
+        "keeping the one-time password of `admin`; set a password with \
+         `oncehook user reset-password admin`",
+    )?;
+    tracing::warn!(
+        file = %path.display(),
+        "no dashboard user existed: created `admin` with a one-time password, kept in {} \
+         (mode 0600); sign in at {dashboard}/sign-in and choose a new password",
+        path.display()
+    );
+    if std::io::stdout().is_terminal() {
+        println!("\n  No dashboard user existed: created `admin` with the one-time password\n");
+        println!("      {password}\n");
+        println!("  Sign in at {dashboard}/sign-in and choose a new password.\n");
+    }
+    Ok(())
+}
+
 async fn open(settings: &Settings) -> anyhow::Result<Db> {
     let db = Db::connect(&settings.database_url).await?;
     db.migrate().await?;
@@ -298,12 +326,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(password) =
                 crate::auth::bootstrap_first_admin(&server.db, &passwords).await?
             {
-                // Printed once, to the terminal only: never logged, never stored in clear.
-                println!(
-                    "\n  No dashboard user existed: created `admin` with the one-time password\n"
-                );
-                println!("      {password}\n");
-                println!("  Sign in at {url}/sign-in and choose a new password.\n");
+                announce_one_time_password(&settings, &password, &server.admin_url())?;
             }
             server.run_until_signal().await
         }

@@ -783,7 +783,7 @@ pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
 
 /// Writes `path` atomically with mode 0600: a temporary file beside it, fsync, rename,
 /// fsync of the directory. A crash leaves either no file or the whole file.
-fn write_private_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+pub fn write_private_file(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     let mut options = std::fs::OpenOptions::new();

@@ -371,3 +371,27 @@ fn max_in_flight_above_max_connections_is_refused() {
         Ok(())
     });
 }
+
+#[test]
+fn sign_in_and_session_keys_load_from_a_file() {
+    figment::Jail::expect_with(|_| {
+        let s = load(
+            "[dashboard]\nsession_idle_minutes = 30\nsession_lifetime_minutes = 240\n\
+             sign_in_per_minute_per_user_and_address = 4\nsign_in_per_minute_per_address = 12\n",
+        )
+        .unwrap();
+        assert_eq!(s.dashboard.session_idle_minutes, 30);
+        assert_eq!(s.dashboard.session_lifetime_minutes, 240);
+        assert_eq!(s.dashboard.sign_in_per_minute_per_user_and_address, 4);
+        assert_eq!(s.dashboard.sign_in_per_minute_per_address, 12);
+        // Unset: 12 h.
+        assert_eq!(load("").unwrap().dashboard.session_lifetime_minutes, 720);
+        // The old per-user key meant "from anywhere"; it is refused by name, not ignored.
+        let err = load("[dashboard]\nsign_in_per_minute_per_user = 10\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("sign_in_per_minute_per_user"),
+            "{err:#}"
+        );
+        Ok(())
+    });
+}

@@ -2,10 +2,14 @@
 //!
 //! - Sessions: tower-sessions with its sqlx store in the same database (a small pool of its
 //!   own, since the store needs a concrete `SqlitePool`/`PgPool`). The id is cycled at
-//!   sign-in; the cookie is HttpOnly, SameSite=Strict, Secure when configured, and expires
-//!   after `dashboard.session_idle_minutes` without a request.
-//! - Passwords: argon2id ([`password`]); sign-in attempts limited per user and per
-//!   address ([`limit`]).
+//!   sign-in; the cookie is HttpOnly, SameSite=Strict, Secure when configured; a session
+//!   ends after `dashboard.session_idle_minutes` without a request and at the latest
+//!   `dashboard.session_lifetime_minutes` after its sign-in, and is saved at most once a
+//!   minute, not on every request ([`lifetime`]).
+//! - Passwords: argon2id ([`password`]); password attempts (sign-ins and password changes)
+//!   limited per (user, address) and per address ([`limit`]); refusals audited as one row
+//!   per window with the count ([`refusals`]). Form bodies are small ([`FORM_BODY_LIMIT`]),
+//!   user names are checked before they reach a limiter or the audit log.
 //! - Every request to the dashboard passes [`load_principal`] (session → user → the
 //!   [`Principal`] in the request's extensions) and [`gate::require_sign_in`]; server
 //!   functions turn the principal into the capability (`Viewer`, `Operator`, `Admin`) that
@@ -15,8 +19,10 @@
 
 pub mod cli;
 pub mod gate;
+pub mod lifetime;
 pub mod limit;
 pub mod password;
+pub mod refusals;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -24,7 +30,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use app::backend::{Principal, Role};
-use axum::extract::{Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -34,26 +40,31 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower_http::csrf::CsrfLayer;
-use tower_sessions::cookie::{time, SameSite};
+use tower_sessions::cookie::SameSite;
 use tower_sessions::{ExpiredDeletion, Expiry, Session, SessionManagerLayer};
 use tower_sessions_sqlx_store::{PostgresStore, SqliteStore};
 
 use crate::store::users::{self, AuditEntry, NewUser};
 use crate::store::{now_ms, Backend, Db};
 
-use self::limit::SignInLimits;
+use self::lifetime::SessionTimes;
+use self::limit::{Refused, SignInLimits};
 use self::password::Passwords;
+use self::refusals::{Refusal, Refusals};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DashboardSettings {
     /// A session ends after this long without a request.
     pub session_idle_minutes: i64,
+    /// A session ends this long after its sign-in, however active it is.
+    pub session_lifetime_minutes: i64,
     /// Mark the session cookie `Secure`: set it when the dashboard is served over HTTPS
     /// (oncehook itself speaks plain HTTP; TLS ends at the proxy in front).
     pub secure_cookie: bool,
-    /// Sign-in attempts per minute for one user name, and from one client address.
-    pub sign_in_per_minute_per_user: u32,
+    /// Password attempts (sign-ins and password changes) per minute for one user name from
+    /// one client address, and from one client address for any name.
+    pub sign_in_per_minute_per_user_and_address: u32,
     pub sign_in_per_minute_per_address: u32,
 }
 
@@ -61,8 +72,9 @@ impl Default for DashboardSettings {
     fn default() -> Self {
         DashboardSettings {
             session_idle_minutes: 60,
+            session_lifetime_minutes: 12 * 60,
             secure_cookie: false,
-            sign_in_per_minute_per_user: 10,
+            sign_in_per_minute_per_user_and_address: 10,
             sign_in_per_minute_per_address: 30,
         }
     }
@@ -72,13 +84,22 @@ impl Default for DashboardSettings {
 pub const SESSION_COOKIE: &str = "oncehook_session";
 /// The session key holding who signed in.
 const SESSION_KEY: &str = "auth";
+/// The largest sign-in or password form accepted (a user name, two or three passwords and
+/// a page to return to fit many times over; axum's default would be 2 MB).
+pub const FORM_BODY_LIMIT: usize = 4 * 1024;
 
-/// What a session remembers: the user, and the password it was made with (a session made
-/// before the password changed is no longer valid).
+/// What a session remembers: the user, the password it was made with (a session made
+/// before the password changed is no longer valid), when it signed in (its lifetime counts
+/// from there) and when its expiry was last moved on (all Unix ms). A session saved before
+/// these times existed reads 0 for them: it has lived its lifetime.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct SessionAuth {
     user_id: i64,
     password_set_at: i64,
+    #[serde(default)]
+    signed_in_at: i64,
+    #[serde(default)]
+    touched_at: i64,
 }
 
 #[derive(Clone)]
@@ -93,13 +114,16 @@ pub struct Access {
     db: Db,
     passwords: Arc<Passwords>,
     limits: Arc<SignInLimits>,
+    refusals: Arc<Refusals>,
+    times: SessionTimes,
     settings: DashboardSettings,
     store: Store,
 }
 
 impl Access {
     /// Opens the session store beside `db` (creating its table when missing) and starts
-    /// the task that deletes expired sessions until `shutdown`.
+    /// the task that deletes expired sessions and writes the counts of refused attempts
+    /// until `shutdown` (then it writes the counts still open).
     pub async fn start(
         db: &Db,
         settings: &DashboardSettings,
@@ -133,31 +157,44 @@ impl Access {
                 Store::Postgres(store)
             }
         };
+        let refusals = Arc::new(Refusals::default());
         let sweeper = {
             let store = store.clone();
+            let refusals = refusals.clone();
+            let db = db.clone();
             tokio::spawn(async move {
-                let every = Duration::from_secs(600);
-                let sweep = async {
-                    match store {
-                        Store::Sqlite(s) => s.continuously_delete_expired(every).await,
-                        Store::Postgres(s) => s.continuously_delete_expired(every).await,
-                    }
-                };
-                tokio::select! {
-                    _ = shutdown.cancelled() => {}
-                    result = sweep => if let Err(e) = result {
-                        tracing::warn!("expired-session sweeper stopped: {e}");
+                let mut sweep = tokio::time::interval(Duration::from_secs(600));
+                let mut close = tokio::time::interval(Duration::from_secs(10));
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = sweep.tick() => {
+                            let deleted = match &store {
+                                Store::Sqlite(s) => s.delete_expired().await,
+                                Store::Postgres(s) => s.delete_expired().await,
+                            };
+                            if let Err(e) = deleted {
+                                tracing::warn!("deleting expired sessions: {e}");
+                            }
+                        }
+                        _ = close.tick() => refusals.close(&db, false).await,
                     }
                 }
+                refusals.close(&db, true).await;
             })
         };
         let access = Access {
             db: db.clone(),
             passwords: Passwords::new(2).await?,
             limits: Arc::new(SignInLimits::new(
-                settings.sign_in_per_minute_per_user,
+                settings.sign_in_per_minute_per_user_and_address,
                 settings.sign_in_per_minute_per_address,
             )),
+            refusals,
+            times: SessionTimes::new(
+                settings.session_idle_minutes,
+                settings.session_lifetime_minutes,
+            ),
             settings: settings.clone(),
             store,
         };
@@ -175,6 +212,7 @@ impl Access {
             .route("/auth/sign-in", post(sign_in))
             .route("/auth/sign-out", post(sign_out))
             .route("/auth/password", post(change_password))
+            .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
             .with_state(self.clone());
         let router = dashboard
             .merge(routes)
@@ -183,10 +221,9 @@ impl Access {
                 gate::require_sign_in,
             ))
             .layer(middleware::from_fn_with_state(self.clone(), load_principal));
-        let idle = time::Duration::minutes(self.settings.session_idle_minutes.max(1));
         let router = match &self.store {
-            Store::Sqlite(store) => router.layer(self.session_layer(store.clone(), idle)),
-            Store::Postgres(store) => router.layer(self.session_layer(store.clone(), idle)),
+            Store::Sqlite(store) => router.layer(self.session_layer(store.clone())),
+            Store::Postgres(store) => router.layer(self.session_layer(store.clone())),
         };
         router.layer(CsrfLayer::new())
     }
@@ -194,17 +231,70 @@ impl Access {
     fn session_layer<S: tower_sessions::SessionStore + Clone>(
         &self,
         store: S,
-        idle: time::Duration,
     ) -> SessionManagerLayer<S> {
+        // Saved only when changed: `load_principal` moves the expiry on at most once a
+        // minute (never `with_always_save`, a write per page view).
         SessionManagerLayer::new(store)
             .with_name(SESSION_COOKIE)
             .with_http_only(true)
             .with_same_site(SameSite::Strict)
             .with_secure(self.settings.secure_cookie)
             .with_path("/")
-            .with_expiry(Expiry::OnInactivity(idle))
-            // Saved on every request, so the idle clock restarts with each one.
-            .with_always_save(true)
+            .with_expiry(Expiry::OnInactivity(self.times.idle()))
+    }
+
+    /// Stores who signed in, with the expiry their session has at `now`.
+    async fn save_auth(
+        &self,
+        session: &Session,
+        auth: &SessionAuth,
+        now: i64,
+    ) -> Result<(), tower_sessions::session::Error> {
+        session.set_expiry(Some(self.times.expiry(auth.signed_in_at, now)));
+        session.insert(SESSION_KEY, auth).await
+    }
+
+    /// Counts one password attempt by `username` from `address` (sign-in or password
+    /// change); a refusal is audited under `action`, one row per window.
+    async fn allow_attempt(
+        &self,
+        action: &'static str,
+        username: &str,
+        address: Option<&str>,
+        now: i64,
+    ) -> bool {
+        let key_address = address.unwrap_or("unknown");
+        let refused = match self.limits.check(username, key_address) {
+            Ok(()) => return true,
+            Err(refused) => refused,
+        };
+        let (actor, target, reason) = match refused {
+            // One row for a whole IPv6 /64, as the limiter counts it.
+            Refused::Address => (
+                "anonymous",
+                format!("address:{}", limit::address_key(key_address)),
+                "too many attempts from this address",
+            ),
+            Refused::UserAtAddress => (
+                username,
+                format!("user:{username}"),
+                "too many attempts for this user from this address",
+            ),
+        };
+        self.refusals
+            .record(
+                &self.db,
+                Refusal {
+                    action,
+                    actor,
+                    target,
+                    reason,
+                    source: address,
+                    now,
+                },
+            )
+            .await;
+        false
     }
 
     async fn audit(&self, entry: AuditEntry<'_>) {
@@ -260,6 +350,22 @@ pub async fn bootstrap_first_admin(
     Ok(Some(password))
 }
 
+/// The file in the data directory that holds the first admin's one-time password.
+pub const ONE_TIME_PASSWORD_FILE: &str = "admin-one-time-password";
+
+/// Keeps the one-time password where only this system user can read it: a 0600 file in
+/// `data_dir` (written atomically), never the log, since container logs are kept and
+/// shipped. Returns the file's path.
+pub fn keep_one_time_password(
+    data_dir: &std::path::Path,
+    password: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    crate::config::create_private_dir(data_dir)?;
+    let path = data_dir.join(ONE_TIME_PASSWORD_FILE);
+    crate::config::write_private_file(&path, format!("{password}\n").as_bytes())?;
+    Ok(path)
+}
+
 fn client_address(req: &Request) -> Option<String> {
     req.extensions()
         .get::<crate::web::client_addr::ClientAddr>()
@@ -283,9 +389,30 @@ pub async fn load_principal(
             return (StatusCode::SERVICE_UNAVAILABLE, "session store unavailable").into_response();
         }
     };
+    let now = now_ms();
+    if let Some(auth) = auth
+        .as_ref()
+        .filter(|a| access.times.ended(a.signed_in_at, now))
+    {
+        // Past its lifetime: gone, however active it was.
+        tracing::debug!(user_id = auth.user_id, "session lifetime ended");
+        if let Err(e) = session.flush().await {
+            tracing::error!("ending a session: {e}");
+        }
+        return next.run(req).await;
+    }
     if let Some(auth) = auth {
         match users::by_id(&access.db, auth.user_id).await {
             Ok(Some(user)) if !user.disabled && user.password_set_at == auth.password_set_at => {
+                if access.times.touch_due(auth.touched_at, now) {
+                    let touched = SessionAuth {
+                        touched_at: now,
+                        ..auth
+                    };
+                    if let Err(e) = access.save_auth(&session, &touched, now).await {
+                        tracing::error!("moving the session's expiry on: {e}");
+                    }
+                }
                 if let Some(role) = Role::parse(&user.role) {
                     let source = client_address(&req);
                     req.extensions_mut().insert(Principal {
@@ -322,11 +449,23 @@ fn urlencode(text: &str) -> String {
     out
 }
 
-/// Only a local path may be a redirect target after sign-in (no `//host`, no scheme).
-fn safe_next(next: Option<&str>) -> &str {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n,
-        _ => "/",
+/// Where to go after sign-in. `next` is resolved the way a browser resolves a link (tabs
+/// and newlines dropped, `\` read as `/`, `//host` and schemes honoured) against an origin
+/// standing for this site; it is kept only when the origin is unchanged, and only its path
+/// and query are sent (percent-encoded, so always a valid `Location`).
+fn safe_next(next: Option<&str>) -> String {
+    static SITE: std::sync::LazyLock<url::Url> = std::sync::LazyLock::new(|| {
+        url::Url::parse("http://oncehook.invalid/").expect("a valid URL")
+    });
+    let Some(url) = next.and_then(|n| SITE.join(n).ok()) else {
+        return "/".into();
+    };
+    if url.origin() != SITE.origin() {
+        return "/".into();
+    }
+    match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_string(),
     }
 }
 
@@ -346,7 +485,7 @@ async fn sign_in(
     let now = now_ms();
     let username = form.username.trim().to_string();
     let source = address.as_deref();
-    let next = safe_next(form.next.as_deref()).to_string();
+    let next = safe_next(form.next.as_deref());
     let back_with = |error: &str| {
         let mut target = format!("/sign-in?error={error}");
         if next != "/" {
@@ -354,21 +493,15 @@ async fn sign_in(
         }
         Redirect::to(&target).into_response()
     };
+    // A name `user add` would refuse cannot sign in: refused before it becomes a limiter
+    // key or an audit row (the same answer as a wrong password).
+    if !users::valid_username(&username) {
+        return back_with("invalid");
+    }
     if !access
-        .limits
-        .allow(&username, address.as_deref().unwrap_or("unknown"))
+        .allow_attempt("sign_in.limited", &username, source, now)
+        .await
     {
-        access
-            .audit(AuditEntry {
-                actor: &username,
-                action: "sign_in.limited",
-                target: &format!("user:{username}"),
-                reason: Some("too many sign-in attempts"),
-                details: None,
-                source,
-                now,
-            })
-            .await;
         let mut response = back_with("limited");
         response
             .headers_mut()
@@ -415,15 +548,13 @@ async fn sign_in(
     // A new id for the signed-in session: an id planted before sign-in is worthless.
     let stored = async {
         session.cycle_id().await?;
-        session
-            .insert(
-                SESSION_KEY,
-                SessionAuth {
-                    user_id: user.id,
-                    password_set_at: user.password_set_at,
-                },
-            )
-            .await
+        let auth = SessionAuth {
+            user_id: user.id,
+            password_set_at: user.password_set_at,
+            signed_in_at: now,
+            touched_at: now,
+        };
+        access.save_auth(&session, &auth, now).await
     }
     .await;
     if let Err(e) = stored {
@@ -521,6 +652,22 @@ async fn change_password(
     if form.new == form.current {
         return back_with("same").into_response();
     }
+    // Guessing the current password through a stolen session costs what a sign-in costs.
+    if !access
+        .allow_attempt(
+            "user.password_change.limited",
+            &user.username,
+            principal.source.as_deref(),
+            now_ms(),
+        )
+        .await
+    {
+        let mut response = back_with("limited").into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+        return response;
+    }
     if !access
         .passwords
         .verify(form.current, Some(user.password_hash.clone()))
@@ -541,19 +688,22 @@ async fn change_password(
     }
     let now = now_ms();
     let stored = async {
+        // The session's lifetime still counts from its sign-in.
+        let signed_in_at = session
+            .get::<SessionAuth>(SESSION_KEY)
+            .await?
+            .map_or(now, |auth| auth.signed_in_at);
         let hash = access.passwords.hash(form.new).await?;
         users::set_password(&access.db, user.id, &hash, false, now).await?;
         // This session stays valid with the new password; every other one ends.
         session.cycle_id().await?;
-        session
-            .insert(
-                SESSION_KEY,
-                SessionAuth {
-                    user_id: user.id,
-                    password_set_at: now,
-                },
-            )
-            .await?;
+        let auth = SessionAuth {
+            user_id: user.id,
+            password_set_at: now,
+            signed_in_at,
+            touched_at: now,
+        };
+        access.save_auth(&session, &auth, now).await?;
         anyhow::Ok(())
     }
     .await;
@@ -580,20 +730,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_local_paths_are_followed_after_sign_in() {
+    fn only_pages_of_this_site_are_followed_after_sign_in() {
         assert_eq!(
-            safe_next(Some("/dlq?class=permanent")),
+            safe_next(Some("/dlq?class=permanent#top")),
             "/dlq?class=permanent"
         );
+        // Relative to the site's root, as a browser would read them: still this site.
+        assert_eq!(safe_next(Some("events")), "/events");
+        assert_eq!(safe_next(Some("/a b")), "/a%20b");
+        assert_eq!(safe_next(Some("http://oncehook.invalid/x")), "/x");
         for bad in [
             "//evil.example/x",
+            "///evil.example",
             "https://evil.example",
-            "evil",
             "/\\evil.example",
+            "/\t/evil.example",
+            "\t//evil.example",
+            "/\n/evil.example",
+            "javascript:alert(1)",
+            "http://oncehook.invalid:8080/x",
         ] {
-            assert_eq!(safe_next(Some(bad)), "/", "{bad}");
+            assert_eq!(safe_next(Some(bad)), "/", "{bad:?}");
         }
         assert_eq!(safe_next(None), "/");
+        assert_eq!(safe_next(Some("")), "/");
     }
 
     #[test]

@@ -191,9 +191,14 @@ pub struct AuditEntry<'a> {
 }
 
 pub async fn audit(db: &Db, entry: &AuditEntry<'_>) -> anyhow::Result<()> {
-    sqlx::query(
+    insert_audit(db, entry).await.map(|_| ())
+}
+
+/// [`audit`], returning the row's id.
+pub async fn insert_audit(db: &Db, entry: &AuditEntry<'_>) -> anyhow::Result<i64> {
+    Ok(sqlx::query(
         "INSERT INTO audit_log (actor, action, target, reason, details, source, at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
     )
     .bind(entry.actor)
     .bind(entry.action)
@@ -202,8 +207,19 @@ pub async fn audit(db: &Db, entry: &AuditEntry<'_>) -> anyhow::Result<()> {
     .bind(entry.details)
     .bind(entry.source)
     .bind(entry.now)
-    .execute(db.writer())
-    .await?;
+    .fetch_one(db.writer())
+    .await?
+    .try_get(0)?)
+}
+
+/// Replaces the details of one audit row: only for a row that counts something (refused
+/// attempts of one window), once the count is final.
+pub async fn set_audit_details(db: &Db, id: i64, details: &str) -> anyhow::Result<()> {
+    sqlx::query("UPDATE audit_log SET details = $2 WHERE id = $1")
+        .bind(id)
+        .bind(details)
+        .execute(db.writer())
+        .await?;
     Ok(())
 }
 

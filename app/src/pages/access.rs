@@ -21,6 +21,7 @@ pub fn password_message(code: &str) -> &'static str {
         "weak" => "Choose at least 12 characters, other than your user name.",
         "same" => "Choose a password different from the current one.",
         "current" => "The current password is wrong.",
+        "limited" => "Too many attempts. Wait a minute and try again.",
         "unavailable" => "The user store is not answering. Try again shortly.",
         _ => "The password was not changed. Try again.",
     }
@@ -103,7 +104,14 @@ mod tests {
             assert_ne!(sign_in_message(code), generic, "{code}");
         }
         let generic = password_message("?");
-        for code in ["mismatch", "weak", "same", "current", "unavailable"] {
+        for code in [
+            "mismatch",
+            "weak",
+            "same",
+            "current",
+            "limited",
+            "unavailable",
+        ] {
             assert_ne!(password_message(code), generic, "{code}");
         }
     }
