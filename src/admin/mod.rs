@@ -477,23 +477,20 @@ impl AdminBackend for StoreBackend {
     ) -> Result<RedrivePreview, AppError> {
         // Reads only: anyone signed in may ask what a redrive would do.
         let query = query.normalized();
-        let selected = redrive::select(&self.db, &filter_of(&query), usize::MAX)
-            .await
-            .map_err(backend_error("selecting dead letters"))?;
-        let mut outcomes = Vec::with_capacity(selected.len().min(PREVIEW_ITEMS));
-        for dl in selected.iter().take(PREVIEW_ITEMS) {
-            let outcome = redrive::predict(&self.db, &self.providers, dl)
+        let (matching, predicted) =
+            redrive::preview(&self.db, &self.providers, &filter_of(&query), PREVIEW_ITEMS)
                 .await
                 .map_err(backend_error("predicting a redrive"))?;
-            outcomes.push(RedriveOutcome {
-                dead_letter_id: dl.id,
-                event_id: dl.event_id.clone(),
-                outcome,
-            });
-        }
         Ok(RedrivePreview {
-            matching: selected.len(),
-            outcomes,
+            matching,
+            outcomes: predicted
+                .into_iter()
+                .map(|r| RedriveOutcome {
+                    dead_letter_id: r.dead_letter_id,
+                    event_id: r.event_id,
+                    outcome: r.outcome,
+                })
+                .collect(),
         })
     }
 
@@ -525,11 +522,13 @@ impl AdminBackend for StoreBackend {
         // Its own task: a request that ends early (client gone, request timeout) does not
         // stop it halfway, and the job always gets its summary.
         let (db, providers, name) = (self.db.clone(), self.providers.clone(), who.name.clone());
+        let source = who.source.clone();
         let filter = filter_of(&query);
         let results = tokio::spawn(async move {
             let actor = Actor {
                 name: &name,
                 reason: reason.as_deref(),
+                source: source.as_deref(),
             };
             let progress = Arc::new(jobs::Progress::default());
             let work = redrive::redrive(&db, &providers, &filter, false, &actor, |done, total| {
@@ -575,6 +574,7 @@ impl AdminBackend for StoreBackend {
         let actor = Actor {
             name: &who.name,
             reason: Some(reason),
+            source: who.source.as_deref(),
         };
         let status = if resolve { "resolved" } else { "discarded" };
         dead_letters::close(&self.db, id, status, &actor, now_ms())
@@ -636,6 +636,7 @@ impl AdminBackend for StoreBackend {
                 name: &name,
                 role: role.as_str(),
                 created_by: &who.name,
+                maker: crate::store::tokens::Maker::User(who.user_id),
                 now,
                 expires_at: now + i64::from(expires_in_days) * 86_400_000,
             },

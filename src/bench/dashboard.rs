@@ -192,6 +192,7 @@ pub async fn measure(
             name: "bench",
             role: "viewer",
             created_by: "bench",
+            maker: crate::store::tokens::Maker::Shell,
             now,
             expires_at: now + 3_600_000,
         },
