@@ -4,6 +4,7 @@ mod inbox_filters;
 pub mod jobs;
 mod order;
 mod overview;
+pub mod read_limits;
 pub mod settings;
 pub mod tokens;
 
@@ -47,6 +48,8 @@ pub struct StoreBackend {
     /// the process runs).
     pub settings: Arc<SettingsView>,
     revealed: tokens::RevealedTokens,
+    /// Expensive reads running per principal.
+    reads: read_limits::ReadLimits,
 }
 
 fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
@@ -92,6 +95,7 @@ impl StoreBackend {
             providers,
             settings: Arc::new(SettingsView::default()),
             revealed: tokens::RevealedTokens::default(),
+            reads: read_limits::ReadLimits::default(),
         }
     }
 
@@ -184,9 +188,17 @@ impl AdminBackend for StoreBackend {
                 };
                 (rows, next)
             }
-            Some(condition) => inbox_filters::scan_payloads(&self.db, filter, &condition, limit)
-                .await
-                .map_err(backend_error("could not read the inbox"))?,
+            Some(condition) => {
+                // The inbox call does not carry who asks (yet): payload scans are counted together.
+                let _slot = self
+                    .reads
+                    .acquire(inbox_filters::PAYLOAD_SCANS)
+                    .await
+                    .map_err(AppError::Backend)?;
+                inbox_filters::scan_payloads(&self.db, filter, &condition, limit)
+                    .await
+                    .map_err(backend_error("could not read the inbox"))?
+            }
         };
         Ok(InboxPage {
             events: rows
@@ -477,6 +489,11 @@ impl AdminBackend for StoreBackend {
     ) -> Result<RedrivePreview, AppError> {
         // Reads only: anyone signed in may ask what a redrive would do.
         let query = query.normalized();
+        let _slot = self
+            .reads
+            .acquire(&_who.name)
+            .await
+            .map_err(AppError::Backend)?;
         let (matching, predicted) =
             redrive::preview(&self.db, &self.providers, &filter_of(&query), PREVIEW_ITEMS)
                 .await
