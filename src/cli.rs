@@ -542,6 +542,7 @@ async fn run_dlq(db: &Db, settings: &Settings, command: DlqCommand) -> anyhow::R
             let actor = dead_letters::Actor {
                 name: &actor,
                 reason: reason.as_deref(),
+                source: None,
             };
             let results =
                 crate::redrive::redrive(db, &providers, &f, dry_run, &actor, |done, total| {
@@ -602,6 +603,7 @@ async fn close(
         &dead_letters::Actor {
             name: &actor,
             reason: Some(&reason),
+            source: None,
         },
         now,
     )

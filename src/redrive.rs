@@ -31,13 +31,18 @@ pub async fn select(
     if filter.ids.is_empty() && filter.status.is_none() {
         filter.status = Some("open".into());
     }
+    if max == 0 {
+        return Ok(vec![]);
+    }
+    // Pages no larger than what is asked for: a caller wanting 200 reads 200 rows.
+    let page_size = max.clamp(1, 500);
     let mut out = Vec::new();
     loop {
-        filter.limit = 500;
+        filter.limit = page_size.min(max - out.len()) as i64;
         let page = dead_letters::list(db, &filter, now_ms()).await?;
         let Some(last) = page.last() else { break };
         filter.before = Some(last.id);
-        let done = page.len() < 500;
+        let done = (page.len() as i64) < filter.limit;
         out.extend(page);
         if done || out.len() >= max {
             break;
@@ -45,6 +50,32 @@ pub async fn select(
     }
     out.truncate(max);
     Ok(out)
+}
+
+/// What a dry run shows: how many dead letters match, and the prediction for the newest
+/// `show` of them. Reads a count and `show` rows, however many match.
+pub async fn preview(
+    db: &Db,
+    providers: &Providers,
+    filter: &DeadLetterFilter,
+    show: usize,
+) -> anyhow::Result<(usize, Vec<RedriveResult>)> {
+    let mut filter = filter.clone();
+    if filter.ids.is_empty() && filter.status.is_none() {
+        filter.status = Some("open".into());
+    }
+    let matching = dead_letters::count(db, &filter).await?;
+    let mut results = Vec::with_capacity(show);
+    for dl in select(db, &filter, show).await? {
+        let outcome = predict(db, providers, &dl).await?;
+        results.push(RedriveResult {
+            dead_letter_id: dl.id,
+            stage: dl.stage,
+            event_id: dl.event_id,
+            outcome,
+        });
+    }
+    Ok((usize::try_from(matching).unwrap_or(0), results))
 }
 
 /// Redrives (or predicts) every selected dead letter; `progress(done, total)` after each.

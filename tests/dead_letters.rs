@@ -27,6 +27,7 @@ both!(
 const ACTOR: Actor<'static> = Actor {
     name: "oncall@test",
     reason: Some("cause fixed"),
+    source: None,
 };
 
 /// An app whose "order not known yet" retries give up after 3 attempts.
@@ -317,6 +318,7 @@ async fn resolve_and_discard_need_a_reason_and_are_audited(kind: Kind) {
     let no_reason = Actor {
         name: "oncall@test",
         reason: None,
+        source: None,
     };
     let err = dead_letters::close(&app.db, ids[0], "discarded", &no_reason, now)
         .await
@@ -329,6 +331,7 @@ async fn resolve_and_discard_need_a_reason_and_are_audited(kind: Kind) {
         &Actor {
             name: "a",
             reason: Some("test junk"),
+            source: None,
         },
         now,
     )
@@ -341,6 +344,7 @@ async fn resolve_and_discard_need_a_reason_and_are_audited(kind: Kind) {
         &Actor {
             name: "b",
             reason: Some("replayed by hand"),
+            source: None,
         },
         now,
     )

@@ -310,6 +310,7 @@ async fn redrive_after_the_sink_is_fixed_delivers_once(kind: Kind) {
     let actor = oncehook::store::dead_letters::Actor {
         name: "oncall",
         reason: Some("endpoint fixed"),
+        source: None,
     };
     let providers = oncehook::config::Providers::build(&app.settings.providers).unwrap();
     let filter = oncehook::store::dead_letters::DeadLetterFilter {

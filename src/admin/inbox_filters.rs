@@ -4,12 +4,15 @@
 use chrono::{NaiveDate, NaiveDateTime, TimeZone, Utc};
 use serde_json::Value;
 
-use crate::store::read::{list_event_bodies, list_events, EventFilter, EventRow};
+use crate::store::read::{list_event_bodies, list_events_by_id, EventFilter, EventRow};
 use crate::store::Db;
 
 /// Events whose bodies a payload filter reads per page at most; the page then says where it
 /// stopped and "Older →" goes on from there.
 pub const PAYLOAD_SCAN: i64 = 3_000;
+/// The principal the read limits count payload scans under until the inbox call says who
+/// asks: all of them together.
+pub const PAYLOAD_SCANS: &str = "the inbox's payload filter";
 
 /// `2026-12-01`, `2026-12-01T10:30`, `2026-12-01 10:30:15` (UTC) or RFC 3339, as Unix ms.
 pub fn utc_instant(label: &str, text: Option<&str>) -> Result<Option<i64>, String> {
@@ -89,7 +92,9 @@ pub fn matches(body: &[u8], condition: &PayloadCondition) -> bool {
 }
 
 /// Newest first, up to `limit` matches among at most `PAYLOAD_SCAN` events that pass the
-/// other filters; the cursor continues after the last event read.
+/// other filters; the cursor continues after the last event read. Parsing the bodies is
+/// CPU work (up to `PAYLOAD_SCAN` JSON documents), so it runs on the blocking pool, never on
+/// the async workers that answer webhooks.
 pub async fn scan_payloads(
     db: &Db,
     mut filter: EventFilter,
@@ -97,23 +102,22 @@ pub async fn scan_payloads(
     limit: i64,
 ) -> anyhow::Result<(Vec<EventRow>, Option<i64>)> {
     const BATCH: i64 = 500;
-    let mut matched = Vec::new();
+    let mut matched: Vec<i64> = Vec::new();
     let mut scanned = 0;
     let next = loop {
         filter.limit = BATCH;
         let batch = list_event_bodies(db, &filter).await?;
         let exhausted = (batch.len() as i64) < BATCH;
-        let mut full = false;
-        for (id, body) in batch {
-            scanned += 1;
-            filter.before = Some(id);
-            if matches(&body, condition) {
-                matched.push(id);
-                if matched.len() as i64 == limit {
-                    full = true;
-                    break;
-                }
-            }
+        let wanted = (limit - matched.len() as i64) as usize;
+        let for_matching = condition.clone();
+        let (found, read) =
+            tokio::task::spawn_blocking(move || matching_ids(&batch, &for_matching, wanted))
+                .await?;
+        scanned += read.len() as i64;
+        let full = found.len() == wanted;
+        matched.extend(found);
+        if let Some(last) = read.last() {
+            filter.before = Some(*last);
         }
         if full || (!exhausted && scanned >= PAYLOAD_SCAN) {
             // More may match further down: continue after the last event read.
@@ -124,21 +128,29 @@ pub async fn scan_payloads(
         }
     };
     // The full rows (with their delivery counts) only for the matches.
-    let mut rows = Vec::with_capacity(matched.len());
-    for id in matched {
-        let one = EventFilter {
-            before: Some(id + 1),
-            limit: 1,
-            ..filter.clone()
-        };
-        rows.extend(
-            list_events(db, &one)
-                .await?
-                .into_iter()
-                .filter(|r| r.id == id),
-        );
-    }
+    let rows = list_events_by_id(db, &matched).await?;
     Ok((rows, next))
+}
+
+/// The ids of the bodies that match, in order, stopping after `wanted`; and the ids read
+/// up to there (the cursor goes on after the last).
+fn matching_ids(
+    batch: &[(i64, Vec<u8>)],
+    condition: &PayloadCondition,
+    wanted: usize,
+) -> (Vec<i64>, Vec<i64>) {
+    let mut found = Vec::new();
+    let mut read = Vec::new();
+    for (id, body) in batch {
+        read.push(*id);
+        if matches(body, condition) {
+            found.push(*id);
+            if found.len() == wanted {
+                break;
+            }
+        }
+    }
+    (found, read)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ mod inbox_filters;
 pub mod jobs;
 mod order;
 mod overview;
+pub mod read_limits;
 pub mod settings;
 pub mod tokens;
 
@@ -47,6 +48,8 @@ pub struct StoreBackend {
     /// the process runs).
     pub settings: Arc<SettingsView>,
     revealed: tokens::RevealedTokens,
+    /// Expensive reads running per principal.
+    reads: read_limits::ReadLimits,
 }
 
 fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
@@ -92,6 +95,7 @@ impl StoreBackend {
             providers,
             settings: Arc::new(SettingsView::default()),
             revealed: tokens::RevealedTokens::default(),
+            reads: read_limits::ReadLimits::default(),
         }
     }
 
@@ -164,9 +168,17 @@ impl AdminBackend for StoreBackend {
                 };
                 (rows, next)
             }
-            Some(condition) => inbox_filters::scan_payloads(&self.db, filter, &condition, limit)
-                .await
-                .map_err(backend_error("could not read the inbox"))?,
+            Some(condition) => {
+                // The inbox call does not carry who asks (yet): payload scans are counted together.
+                let _slot = self
+                    .reads
+                    .acquire(inbox_filters::PAYLOAD_SCANS)
+                    .await
+                    .map_err(AppError::Backend)?;
+                inbox_filters::scan_payloads(&self.db, filter, &condition, limit)
+                    .await
+                    .map_err(backend_error("could not read the inbox"))?
+            }
         };
         Ok(InboxPage {
             events: rows
@@ -456,23 +468,25 @@ impl AdminBackend for StoreBackend {
         query: DlqQuery,
     ) -> Result<RedrivePreview, AppError> {
         let query = query.normalized();
-        let selected = redrive::select(&self.db, &filter_of(&query), usize::MAX)
+        let _slot = self
+            .reads
+            .acquire(&_who.name)
             .await
-            .map_err(backend_error("selecting dead letters"))?;
-        let mut outcomes = Vec::with_capacity(selected.len().min(PREVIEW_ITEMS));
-        for dl in selected.iter().take(PREVIEW_ITEMS) {
-            let outcome = redrive::predict(&self.db, &self.providers, dl)
+            .map_err(AppError::Backend)?;
+        let (matching, predicted) =
+            redrive::preview(&self.db, &self.providers, &filter_of(&query), PREVIEW_ITEMS)
                 .await
                 .map_err(backend_error("predicting a redrive"))?;
-            outcomes.push(RedriveOutcome {
-                dead_letter_id: dl.id,
-                event_id: dl.event_id.clone(),
-                outcome,
-            });
-        }
         Ok(RedrivePreview {
-            matching: selected.len(),
-            outcomes,
+            matching,
+            outcomes: predicted
+                .into_iter()
+                .map(|r| RedriveOutcome {
+                    dead_letter_id: r.dead_letter_id,
+                    event_id: r.event_id,
+                    outcome: r.outcome,
+                })
+                .collect(),
         })
     }
 
@@ -498,11 +512,13 @@ impl AdminBackend for StoreBackend {
         // Its own task: a request that ends early (client gone, request timeout) does not
         // stop it halfway, and the job always gets its summary.
         let (db, providers, name) = (self.db.clone(), self.providers.clone(), who.name.clone());
+        let source = who.source.clone();
         let filter = filter_of(&query);
         let results = tokio::spawn(async move {
             let actor = Actor {
                 name: &name,
                 reason: reason.as_deref(),
+                source: source.as_deref(),
             };
             let progress = Arc::new(jobs::Progress::default());
             let work = redrive::redrive(&db, &providers, &filter, false, &actor, |done, total| {
@@ -541,6 +557,7 @@ impl AdminBackend for StoreBackend {
         let actor = Actor {
             name: &who.name,
             reason: Some(reason),
+            source: who.source.as_deref(),
         };
         let status = if resolve { "resolved" } else { "discarded" };
         dead_letters::close(&self.db, id, status, &actor, now_ms())
@@ -596,6 +613,7 @@ impl AdminBackend for StoreBackend {
                 name: &name,
                 role: role.as_str(),
                 created_by: &who.name,
+                maker: crate::store::tokens::Maker::User(who.user_id),
                 now,
                 expires_at: now + i64::from(expires_in_days) * 86_400_000,
             },

@@ -5,7 +5,7 @@
 use app::backend::{MappingRuleView, MappingView, SettingsSection, SettingsView};
 use serde_json::Value;
 
-use crate::config::{Providers, Settings};
+use crate::config::{redact_url_path, Providers, Settings, SinkKind};
 use crate::mapping::TransitionRule;
 
 /// Top-level tables in the order people look for them; anything else follows.
@@ -24,7 +24,7 @@ const SECTION_ORDER: [&str; 11] = [
 ];
 
 pub fn settings_view(settings: &Settings, providers: &Providers) -> anyhow::Result<SettingsView> {
-    let redacted = serde_json::to_value(settings.redacted())?;
+    let redacted = serde_json::to_value(shown_settings(settings))?;
     let Value::Object(top) = redacted else {
         anyhow::bail!("settings are not a table");
     };
@@ -109,6 +109,20 @@ pub fn settings_view(settings: &Settings, providers: &Providers) -> anyhow::Resu
         })
         .collect();
     Ok(SettingsView { sections, mappings })
+}
+
+/// The settings as the page shows them: redacted as `config check` prints them, and sink
+/// URLs cut to scheme and host, since for many receivers (Slack's incoming webhooks, for
+/// one) the path is the secret. Everyone signed in reads this page; the operator who
+/// needs the whole URL has the config file.
+fn shown_settings(settings: &Settings) -> Settings {
+    let mut shown = settings.redacted();
+    for sink in shown.sinks.values_mut() {
+        if let SinkKind::Http { url, .. } = &mut sink.kind {
+            *url = redact_url_path(url);
+        }
+    }
+    shown
 }
 
 fn pointers(list: &[String]) -> String {

@@ -42,6 +42,7 @@ pub async fn run(db: &Db, command: TokenCommand) -> anyhow::Result<()> {
                     name: &name,
                     role: role.as_str(),
                     created_by: &actor,
+                    maker: tokens::Maker::Shell,
                     now,
                     expires_at: now + i64::from(expires_in_days) * 86_400_000,
                 },

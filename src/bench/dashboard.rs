@@ -159,6 +159,109 @@ async fn sign_in(db: &Db, base: &str) -> anyhow::Result<String> {
         .context("signing in: no session cookie")
 }
 
+/// The reads a viewer can trigger that cost the most: a payload filter that matches nothing
+/// (it reads its 3,000-body bound) and a dry-run preview of every open dead letter.
+const WORST_READS: [(&str, &str); 2] = [
+    (
+        "GET",
+        "/api/v1/events?payload=data.object.customer%20%3D%20cus_nobody",
+    ),
+    ("POST", "/api/v1/dead-letters/redrive"),
+];
+/// Viewer reads running at once beside the webhooks.
+const CONCURRENT_READS: usize = 8;
+/// Webhooks timed per run (four at a time), unloaded and then loaded.
+const WEBHOOKS: u64 = 400;
+
+/// Webhook latency (new payments, four in flight) with no viewer reads, then with
+/// `CONCURRENT_READS` worst-case viewer reads in a loop beside them (one viewer token, so
+/// the per-principal read limit applies as it would to a script).
+async fn webhooks_beside_reads(
+    http: &reqwest::Client,
+    base: &str,
+    secret: &str,
+    factory: &EventFactory,
+    token: &str,
+) -> anyhow::Result<Vec<PageTiming>> {
+    let unloaded = webhook_latencies(http, base, secret, factory, 10_000_000).await?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..CONCURRENT_READS)
+        .map(|i| {
+            let (http, stop) = (http.clone(), stop.clone());
+            let (method, path) = WORST_READS[i % WORST_READS.len()];
+            let url = format!("{base}{path}");
+            let token = token.to_string();
+            tokio::spawn(async move {
+                let mut answers = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let request = match method {
+                        "POST" => http.post(&url).json(&serde_json::json!({})),
+                        _ => http.get(&url),
+                    };
+                    let r = request.bearer_auth(&token).send().await?;
+                    let _ = r.bytes().await?;
+                    answers += 1;
+                }
+                anyhow::Ok(answers)
+            })
+        })
+        .collect();
+    let loaded = webhook_latencies(http, base, secret, factory, 20_000_000).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for reader in readers {
+        reader.await??;
+    }
+    let loaded = loaded?;
+    Ok(vec![
+        timing("webhook, no viewer reads running", unloaded),
+        timing(
+            "webhook, 8 worst-case viewer reads running (payload scan, redrive preview)",
+            loaded,
+        ),
+    ])
+}
+
+async fn webhook_latencies(
+    http: &reqwest::Client,
+    base: &str,
+    secret: &str,
+    factory: &EventFactory,
+    from: u64,
+) -> anyhow::Result<(u16, Vec<f64>)> {
+    let results: Vec<anyhow::Result<(u16, f64)>> = futures::stream::iter(from..from + WEBHOOKS)
+        .map(|n| async move {
+            let started = Instant::now();
+            let r = super::fixture::send_signed(http, base, secret, factory.body(n)).await?;
+            let status = r.status().as_u16();
+            let _ = r.bytes().await?;
+            Ok((status, started.elapsed().as_secs_f64() * 1000.0))
+        })
+        .buffer_unordered(4)
+        .collect()
+        .await;
+    let mut status = 200;
+    let mut ms = Vec::with_capacity(results.len());
+    for result in results {
+        let (s, t) = result?;
+        if s != 200 {
+            status = s;
+        }
+        ms.push(t);
+    }
+    Ok((status, ms))
+}
+
+fn timing(label: &'static str, (status, mut ms): (u16, Vec<f64>)) -> PageTiming {
+    ms.sort_by(f64::total_cmp);
+    PageTiming {
+        label,
+        path: "/webhooks/stripe".into(),
+        status,
+        p50_ms: percentile(&ms, 0.50),
+        p99_ms: percentile(&ms, 0.99),
+    }
+}
+
 fn percentile(sorted_ms: &[f64], q: f64) -> f64 {
     let i = ((sorted_ms.len() as f64 * q).ceil() as usize).clamp(1, sorted_ms.len()) - 1;
     sorted_ms[i]
@@ -192,6 +295,7 @@ pub async fn measure(
             name: "bench",
             role: "viewer",
             created_by: "bench",
+            maker: crate::store::tokens::Maker::Shell,
             now,
             expires_at: now + 3_600_000,
         },
@@ -287,6 +391,7 @@ pub async fn measure(
             p99_ms: percentile(&ms, 0.99),
         });
     }
+    timings.extend(webhooks_beside_reads(&http, &base, secret, &factory, &token).await?);
     server.shutdown().await?;
     Ok(DashboardRun {
         events,

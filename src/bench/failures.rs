@@ -182,6 +182,7 @@ pub async fn redrive_many(url: &str, items: u64) -> anyhow::Result<RedriveRun> {
     let actor = Actor {
         name: "bench",
         reason: Some("benchmark"),
+        source: None,
     };
     let started = Instant::now();
     let results = crate::redrive::redrive(

@@ -235,8 +235,9 @@ impl DeadLetterFilter {
             push(
                 &mut clauses,
                 &mut args,
-                "last_error LIKE ?",
-                SqlArg::Text(format!("%{text}%")),
+                // A backslash escapes, so a `%` or `_` a person types is that character.
+                "last_error LIKE ? ESCAPE '\\'",
+                SqlArg::Text(format!("%{}%", like_literal(text))),
             );
         }
         if let Some(t) = self.since {
@@ -255,6 +256,28 @@ impl DeadLetterFilter {
         };
         (clause, args)
     }
+}
+
+/// `text` as a LIKE pattern that matches exactly it (escape character `\`).
+fn like_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// How many dead letters match the filter (its `limit` aside).
+pub async fn count(db: &Db, filter: &DeadLetterFilter) -> anyhow::Result<i64> {
+    let (clause, args) = filter.where_clause();
+    let sql = format!("SELECT COUNT(*) FROM dead_letters WHERE {clause}");
+    let row = bind_all(sqlx::query(&sql), args)
+        .fetch_one(db.reader())
+        .await?;
+    Ok(row.try_get(0)?)
 }
 
 fn summaries(rows: &[sqlx::any::AnyRow], now: i64) -> anyhow::Result<Vec<DeadLetter>> {
@@ -344,6 +367,9 @@ pub async fn show(db: &Db, id: i64, now: i64) -> anyhow::Result<Option<DeadLette
 pub struct Actor<'a> {
     pub name: &'a str,
     pub reason: Option<&'a str>,
+    /// The client address the action came from (`None` from the CLI), as every other
+    /// audited action records it.
+    pub source: Option<&'a str>,
 }
 
 pub async fn audit<'e, E: Executor<'e, Database = Any>>(
@@ -354,12 +380,13 @@ pub async fn audit<'e, E: Executor<'e, Database = Any>>(
     details: Option<String>,
     now: i64,
 ) -> anyhow::Result<()> {
-    sqlx::query("INSERT INTO audit_log (actor, action, target, reason, details, at) VALUES ($1, $2, $3, $4, $5, $6)")
+    sqlx::query("INSERT INTO audit_log (actor, action, target, reason, details, source, at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
         .bind(actor.name)
         .bind(action)
         .bind(target)
         .bind(actor.reason)
         .bind(details)
+        .bind(actor.source)
         .bind(now)
         .execute(executor)
         .await?;

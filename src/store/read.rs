@@ -85,6 +85,27 @@ pub async fn list_events(db: &Db, filter: &EventFilter) -> anyhow::Result<Vec<Ev
     Ok(rows.into_iter().map(event_row).collect::<Result<_, _>>()?)
 }
 
+/// These events (by inbox id), in the order given.
+pub async fn list_events_by_id(db: &Db, ids: &[i64]) -> anyhow::Result<Vec<EventRow>> {
+    if ids.is_empty() {
+        return Ok(vec![]);
+    }
+    let placeholders: Vec<String> = (1..=ids.len()).map(|n| format!("${n}")).collect();
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM inbox_events i WHERE i.id IN ({})",
+        placeholders.join(", ")
+    );
+    let args = ids.iter().map(|id| SqlArg::Int(*id)).collect();
+    let mut rows: Vec<EventRow> = bind_all(sqlx::query(&sql), args)
+        .fetch_all(db.reader())
+        .await?
+        .into_iter()
+        .map(event_row)
+        .collect::<Result<_, _>>()?;
+    rows.sort_by_key(|r| ids.iter().position(|id| *id == r.id));
+    Ok(rows)
+}
+
 /// Ids and raw bodies of the latest events matching the filter (for filters on payload
 /// fields: the full rows are read only for the matches).
 pub async fn list_event_bodies(
@@ -102,6 +123,36 @@ async fn filtered_events(
     filter: &EventFilter,
     columns: &str,
 ) -> anyhow::Result<Vec<AnyRow>> {
+    let (sql, args) = events_query(filter, columns);
+    Ok(bind_all(sqlx::query(&sql), args)
+        .fetch_all(db.reader())
+        .await?)
+}
+
+/// The plan the database picks for the inbox's query with `filter`, one step a line
+/// (SQLite's `EXPLAIN QUERY PLAN`, PostgreSQL's `EXPLAIN`): how tests and the bench check
+/// that a filter is served by an index. Runs on `conn`, so a caller can set planner options.
+pub async fn plan_of_events(
+    db: &Db,
+    conn: &mut sqlx::AnyConnection,
+    filter: &EventFilter,
+) -> anyhow::Result<String> {
+    let (sql, args) = events_query(filter, EVENT_COLUMNS);
+    let (explain, column) = match db.backend {
+        super::Backend::Sqlite => ("EXPLAIN QUERY PLAN", 3),
+        super::Backend::Postgres => ("EXPLAIN", 0),
+    };
+    let rows = bind_all(sqlx::query(&format!("{explain} {sql}")), args)
+        .fetch_all(&mut *conn)
+        .await?;
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|r| r.try_get::<String, _>(column))
+        .collect::<Result<_, _>>()?;
+    Ok(lines.join("\n"))
+}
+
+fn events_query(filter: &EventFilter, columns: &str) -> (String, Vec<SqlArg>) {
     let mut clauses = Vec::new();
     let mut args: Vec<SqlArg> = Vec::new();
     for (col, value) in [
@@ -133,18 +184,41 @@ async fn filtered_events(
         args.push(SqlArg::Int(until));
         clauses.push(format!("i.received_at < ${}", args.len()));
     }
-    args.push(SqlArg::Int(filter.before.unwrap_or(i64::MAX)));
-    clauses.push(format!("i.id < ${}", args.len()));
+    // With a time filter the page is in received order, which inbox_events_received
+    // serves without reading (and sorting) the rest of the window; ids and receipt times
+    // grow together, so it is the inbox's order but for near-simultaneous events. The
+    // cursor is still an id:
+    // the page goes on below that event's (received_at, id), or below its nearest older
+    // neighbour's if it was pruned.
+    let by_time = filter.since.is_some() || filter.until.is_some();
+    let order = if by_time {
+        if let Some(before) = filter.before {
+            args.push(SqlArg::Int(before));
+            args.push(SqlArg::Int(before));
+            let (a, b) = (args.len() - 1, args.len());
+            clauses.push(format!(
+                "(i.received_at, i.id) < ((SELECT c.received_at FROM inbox_events c \
+                 WHERE c.id <= ${a} ORDER BY c.id DESC LIMIT 1), ${b})"
+            ));
+        }
+        "i.received_at DESC, i.id DESC"
+    } else {
+        args.push(SqlArg::Int(filter.before.unwrap_or(i64::MAX)));
+        clauses.push(format!("i.id < ${}", args.len()));
+        "i.id DESC"
+    };
     args.push(SqlArg::Int(filter.limit.clamp(1, 5_000)));
     let sql = format!(
         "SELECT {columns} FROM inbox_events i WHERE {} \
-         ORDER BY i.id DESC LIMIT ${}",
-        clauses.join(" AND "),
+         ORDER BY {order} LIMIT ${}",
+        if clauses.is_empty() {
+            "1 = 1".to_string()
+        } else {
+            clauses.join(" AND ")
+        },
         args.len()
     );
-    Ok(bind_all(sqlx::query(&sql), args)
-        .fetch_all(db.reader())
-        .await?)
+    (sql, args)
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

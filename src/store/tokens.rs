@@ -6,6 +6,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
+use app::backend::Role;
+
 use super::read::rfc3339;
 use super::users::valid_username;
 use super::Db;
@@ -82,10 +84,24 @@ pub fn generate_token() -> String {
     )
 }
 
+/// Who a token acts for, which bounds what it may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Maker {
+    /// A dashboard user (by id): the token works only while that user is enabled, and
+    /// never with more than the user's current role.
+    User(i64),
+    /// `oncehook token add` on the server: whoever has that shell already holds the
+    /// configuration and the database, so the token is bounded by its own role and
+    /// expiry only (and revoked with `oncehook token revoke`).
+    Shell,
+}
+
 pub struct NewToken<'a> {
     pub name: &'a str,
     pub role: &'a str,
+    /// The name shown as its maker (a username, or `$USER@cli`).
     pub created_by: &'a str,
+    pub maker: Maker,
     pub now: i64,
     pub expires_at: i64,
 }
@@ -119,7 +135,7 @@ pub async fn create(
     );
     let row = sqlx::query(&format!(
         "INSERT INTO api_tokens (name, token_hash, prefix, role, created_by, created_at, \
-         expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+         expires_at, maker_user_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {COLUMNS}"
     ))
     .bind(new.name)
     .bind(token_hash(&token))
@@ -128,6 +144,10 @@ pub async fn create(
     .bind(new.created_by)
     .bind(new.now)
     .bind(new.expires_at)
+    .bind(match new.maker {
+        Maker::User(id) => Some(id),
+        Maker::Shell => None,
+    })
     .fetch_one(&mut *tx)
     .await
     .context("storing the token")?;
@@ -205,22 +225,41 @@ pub async fn revoke(
     Ok(row)
 }
 
-/// The token a bearer presents, when it is live: not revoked, not expired. Records its use
-/// (at most once a minute per token).
+/// The token a bearer presents, when it is live (not revoked, not expired) and its maker
+/// may still act: a token made by a dashboard user works only while that user exists and is
+/// enabled, and its `role` is returned capped at the user's role now, so lowering a
+/// person's role lowers their tokens' at once. Records the use (at most once a minute).
 pub async fn authenticate(db: &Db, token: &str, now: i64) -> anyhow::Result<Option<TokenRow>> {
     // Looked up by hash: the comparison happens on a digest the caller cannot steer, so its
     // timing says nothing about the stored tokens.
     let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM api_tokens WHERE token_hash = $1"
+        "SELECT {}, t.maker_user_id, u.role, u.disabled FROM api_tokens t \
+         LEFT JOIN users u ON u.id = t.maker_user_id WHERE t.token_hash = $1",
+        COLUMNS
+            .split(", ")
+            .map(|c| format!("t.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     ))
     .bind(token_hash(token))
     .fetch_optional(db.reader())
     .await?;
-    let Some(row) = row.as_ref().map(token_row).transpose()? else {
+    let Some(found) = row else {
         return Ok(None);
     };
+    let mut row = token_row(&found)?;
     if !row.is_live(now) {
         return Ok(None);
+    }
+    let maker: Option<i64> = found.try_get(9)?;
+    if maker.is_some() {
+        let maker_role: Option<String> = found.try_get(10)?;
+        let disabled: Option<i64> = found.try_get(11)?;
+        let (Some(maker_role), Some(0)) = (maker_role, disabled) else {
+            // The maker is disabled (or gone): so is the token.
+            return Ok(None);
+        };
+        row.role = capped_role(&row.role, &maker_role);
     }
     if row
         .last_used_at_ms
@@ -233,6 +272,16 @@ pub async fn authenticate(db: &Db, token: &str, now: i64) -> anyhow::Result<Opti
             .await?;
     }
     Ok(Some(row))
+}
+
+/// The lower of a token's role and its maker's; an unknown role on either side gives the
+/// token's own text back only if it is the lower, so the check after refuses it.
+fn capped_role(token: &str, maker: &str) -> String {
+    match (Role::parse(token), Role::parse(maker)) {
+        (Some(t), Some(m)) => t.min(m).as_str().to_string(),
+        // Neither is trusted: a text no role parses from, which the caller refuses.
+        _ => "unknown".to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -248,5 +297,15 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(token_hash(&a).len(), 64);
         assert_ne!(token_hash(&a), token_hash(&b));
+    }
+
+    #[test]
+    fn a_token_acts_with_the_lower_of_its_role_and_its_makers() {
+        assert_eq!(capped_role("operator", "viewer"), "viewer");
+        assert_eq!(capped_role("viewer", "admin"), "viewer");
+        assert_eq!(capped_role("admin", "operator"), "operator");
+        assert_eq!(capped_role("admin", "admin"), "admin");
+        assert!(Role::parse(&capped_role("admin", "root")).is_none());
+        assert!(Role::parse(&capped_role("root", "admin")).is_none());
     }
 }
