@@ -84,7 +84,8 @@ pub fn ErrorPanel(error: AppError) -> impl IntoView {
         AppError::Backend(detail)
         | AppError::Transport(detail)
         | AppError::Forbidden(detail)
-        | AppError::Invalid(detail) => Some(detail.clone()),
+        | AppError::Invalid(detail)
+        | AppError::Busy(detail) => Some(detail.clone()),
         AppError::NotFound | AppError::Unauthorized => None,
     };
     let hint = match error {
@@ -92,6 +93,7 @@ pub fn ErrorPanel(error: AppError) -> impl IntoView {
         AppError::Unauthorized => "Sign in again to continue.",
         AppError::Forbidden(_) => "Ask an admin for a role that allows it.",
         AppError::Invalid(_) => "Nothing was changed.",
+        AppError::Busy(_) => "Wait for your other reads to finish, then reload.",
         _ => "Nothing was changed. Reload the page to try again.",
     };
     view! {

@@ -22,6 +22,8 @@ pub enum AppError {
     Forbidden(String),
     /// The request itself is wrong (a missing reason, an unknown id); the text says how.
     Invalid(String),
+    /// Too many expensive reads of this person at once; the text says what to wait for.
+    Busy(String),
 }
 
 impl AppError {
@@ -34,6 +36,7 @@ impl AppError {
             AppError::Unauthorized => 401,
             AppError::Forbidden(_) => 403,
             AppError::Invalid(_) => 422,
+            AppError::Busy(_) => 429,
         }
     }
 
@@ -45,6 +48,7 @@ impl AppError {
             AppError::Unauthorized => "Please sign in",
             AppError::Forbidden(_) => "Your role does not allow this",
             AppError::Invalid(_) => "This request cannot be done",
+            AppError::Busy(_) => "Too many reads at once",
         }
     }
 }
@@ -55,7 +59,8 @@ impl fmt::Display for AppError {
             AppError::Backend(detail)
             | AppError::Transport(detail)
             | AppError::Forbidden(detail)
-            | AppError::Invalid(detail) => {
+            | AppError::Invalid(detail)
+            | AppError::Busy(detail) => {
                 write!(f, "{}: {detail}", self.title())
             }
             AppError::NotFound | AppError::Unauthorized => f.write_str(self.title()),

@@ -10,9 +10,6 @@ use crate::store::Db;
 /// Events whose bodies a payload filter reads per page at most; the page then says where it
 /// stopped and "Older →" goes on from there.
 pub const PAYLOAD_SCAN: i64 = 3_000;
-/// The principal the read limits count payload scans under until the inbox call says who
-/// asks: all of them together.
-pub const PAYLOAD_SCANS: &str = "the inbox's payload filter";
 
 /// `2026-12-01`, `2026-12-01T10:30`, `2026-12-01 10:30:15` (UTC) or RFC 3339, as Unix ms.
 pub fn utc_instant(label: &str, text: Option<&str>) -> Result<Option<i64>, String> {

@@ -127,7 +127,7 @@ impl AdminBackend for StoreBackend {
 
     async fn inbox(
         &self,
-        _who: &Viewer,
+        who: &Viewer,
         query: InboxQuery,
         limit: u32,
     ) -> Result<InboxPage, AppError> {
@@ -169,12 +169,11 @@ impl AdminBackend for StoreBackend {
                 (rows, next)
             }
             Some(condition) => {
-                // The inbox call does not carry who asks (yet): payload scans are counted together.
                 let _slot = self
                     .reads
-                    .acquire(inbox_filters::PAYLOAD_SCANS)
+                    .acquire(&who.name)
                     .await
-                    .map_err(AppError::Backend)?;
+                    .map_err(AppError::Busy)?;
                 inbox_filters::scan_payloads(&self.db, filter, &condition, limit)
                     .await
                     .map_err(backend_error("could not read the inbox"))?
@@ -464,15 +463,15 @@ impl AdminBackend for StoreBackend {
 
     async fn preview_redrive(
         &self,
-        _who: &Viewer,
+        who: &Viewer,
         query: DlqQuery,
     ) -> Result<RedrivePreview, AppError> {
         let query = query.normalized();
         let _slot = self
             .reads
-            .acquire(&_who.name)
+            .acquire(&who.name)
             .await
-            .map_err(AppError::Backend)?;
+            .map_err(AppError::Busy)?;
         let (matching, predicted) =
             redrive::preview(&self.db, &self.providers, &filter_of(&query), PREVIEW_ITEMS)
                 .await
