@@ -28,6 +28,7 @@ both!(
     a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs,
     a_bulk_redrive_finishes_when_its_request_is_abandoned,
     a_bulk_redrive_whose_instance_stopped_shows_as_interrupted,
+    a_failure_of_ours_shows_a_reference_never_driver_text,
 );
 
 async fn app(kind: Kind) -> TestApp {
@@ -1068,4 +1069,68 @@ async fn a_bulk_redrive_whose_instance_stopped_shows_as_interrupted(kind: Kind) 
         "only the live job runs"
     );
     app.shutdown().await;
+}
+
+/// A refusal the person can act on says why; a failure on our side (here the audit table
+/// is gone, so the change's transaction fails) shows a generic sentence and a reference,
+/// never the driver's text, and changes nothing.
+async fn a_failure_of_ours_shows_a_reference_never_driver_text(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let app = app(kind).await;
+    let event = unsupported_version(&app, 1).await;
+    process_through_retries(&app).await;
+    let id = dead_letter_id(&app, &event).await;
+    let operator = app.sign_in("otto", Role::Operator).await;
+    let admin = app.sign_in("ada", Role::Admin).await;
+    let id_text = id.to_string();
+    let close = [
+        ("id", id_text.as_str()),
+        ("action", "resolve"),
+        ("reason", "fixed by hand"),
+    ];
+
+    // Refusals the person can act on: their text is the answer.
+    let (status, body) = app
+        .post_form(
+            app::api::RevokeApiToken::PATH,
+            &admin,
+            None,
+            &[("name", "no-such-token")],
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("no live token named no-such-token"), "{body}");
+
+    sqlx::query("DROP TABLE audit_log")
+        .execute(app.db.writer())
+        .await
+        .unwrap();
+    for (path, form, who) in [
+        (CloseDeadLetter::PATH, &close[..], &operator),
+        (
+            app::api::CreateApiToken::PATH,
+            &[
+                ("name", "bot"),
+                ("role", "viewer"),
+                ("expires_in_days", "1"),
+            ][..],
+            &admin,
+        ),
+    ] {
+        let (status, body) = app.post_form(path, who, None, form).await;
+        assert_eq!(status, 503, "{path}: {body}");
+        assert!(body.contains("reference "), "{path}: {body}");
+        let lower = body.to_lowercase();
+        for driver_text in ["audit_log", "sqlite", "relation", "no such table", "syntax"] {
+            assert!(
+                !lower.contains(driver_text),
+                "{path} shows {driver_text:?}: {body}"
+            );
+        }
+    }
+    assert_eq!(
+        dead_letter_status(&app, id).await,
+        "open",
+        "nothing changed"
+    );
 }

@@ -293,7 +293,7 @@ async fn behind_a_trusted_proxy_the_client_address_comes_from_x_forwarded_for(ki
     let app = Binary::start(
         &db,
         "[server]\ntrusted_proxies = [\"127.0.0.1/32\", \"127.0.0.3/32\"]\n\
-         [dashboard]\nsign_in_per_minute_per_address = 2\nsign_in_per_minute_per_user = 100\n",
+         [dashboard]\nsign_in_per_minute_per_address = 2\nsign_in_per_minute_per_user_and_address = 100\n",
     )
     .await;
     let xff = |v: &'static str| [("X-Forwarded-For", v)];

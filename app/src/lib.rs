@@ -61,6 +61,20 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
+/// A page's title: "{page} · oncehook". leptos_meta writes the server's title into `<head>`
+/// as it is, unescaped (the body's text is escaped), and a page's title may carry an id a
+/// customer typed (`metadata.order_id`): on the server it is escaped here. In the browser
+/// it becomes `document.title`, which is plain text, so it stays as it is there.
+fn title_text(page: String) -> String {
+    let title = format!("{page} · oncehook");
+    #[cfg(feature = "ssr")]
+    let title = title
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    title
+}
+
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
@@ -71,7 +85,7 @@ pub fn App() -> impl IntoView {
     Effect::new(move |_| set_hydrated.set(true));
 
     view! {
-        <Title formatter=|page: String| format!("{page} · oncehook")/>
+        <Title formatter=title_text/>
         <Router>
             <div class="app" data-hydrated=move || hydrated.get().then_some("true")>
                 <TopBar/>
@@ -83,6 +97,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/inbox") view=InboxPage ssr=SsrMode::Async/>
                         <Route path=path!("/events") view=InboxPage ssr=SsrMode::Async/>
                         <Route path=path!("/events/:id") view=EventPage ssr=SsrMode::Async/>
+                        <Route path=path!("/orders") view=OrderPage ssr=SsrMode::Async/>
                         <Route path=path!("/orders/:id") view=OrderPage ssr=SsrMode::Async/>
                         <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
                         <Route path=path!("/dlq") view=DlqPage ssr=SsrMode::Async/>

@@ -57,6 +57,15 @@ fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
     move |e| AppError::Backend(internal_error(context, &e))
 }
 
+/// A refusal the person can act on shows its text; any other failure is ours and shows
+/// only a reference (the details, driver text included, go to the log).
+fn refused_or_backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
+    move |e| match e.downcast_ref::<crate::store::Refused>() {
+        Some(refused) => AppError::Invalid(refused.0.clone()),
+        None => AppError::Backend(internal_error(context, &e)),
+    }
+}
+
 fn filter_of(query: &DlqQuery) -> DeadLetterFilter {
     DeadLetterFilter {
         ids: query.id.into_iter().collect(),
@@ -561,7 +570,7 @@ impl AdminBackend for StoreBackend {
         let status = if resolve { "resolved" } else { "discarded" };
         dead_letters::close(&self.db, id, status, &actor, now_ms())
             .await
-            .map_err(|e| AppError::Invalid(format!("{e:#}")))
+            .map_err(refused_or_backend_error("closing a dead letter"))
     }
 
     async fn redrive_jobs(
@@ -619,7 +628,7 @@ impl AdminBackend for StoreBackend {
             who.source.as_deref(),
         )
         .await
-        .map_err(|e| AppError::Invalid(format!("{e:#}")))?;
+        .map_err(refused_or_backend_error("making an API token"))?;
         self.revealed.keep(
             who.user_id,
             RevealedToken {
@@ -642,7 +651,7 @@ impl AdminBackend for StoreBackend {
         )
         .await
         .map(|_| ())
-        .map_err(|e| AppError::Invalid(format!("{e:#}")))
+        .map_err(refused_or_backend_error("revoking an API token"))
     }
 }
 

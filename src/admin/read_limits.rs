@@ -2,7 +2,8 @@
 //! previews): any signed-in viewer may trigger them, and eight of them at once on two cores
 //! would slow the webhooks that share the machine. A read over the cap waits for one of
 //! the principal's own reads to finish; past `WAIT` it is refused, so a script firing
-//! hundreds cannot queue them without bound.
+//! hundreds cannot queue them without bound. Server-wide, at most `SERVER_WIDE` run at
+//! once, whoever asks: many viewers together cannot take the cores the webhooks need.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Expensive reads one principal (user or token) runs at once.
 pub const PER_PRINCIPAL: usize = 2;
+/// Expensive reads running at once on this instance, all principals together.
+pub const SERVER_WIDE: usize = 1;
 /// How long a read over the cap waits for a slot before it is refused.
 pub const WAIT: Duration = Duration::from_secs(10);
 
@@ -19,25 +22,28 @@ pub struct ReadLimits {
     per_principal: usize,
     wait: Duration,
     running: Mutex<HashMap<String, Arc<Semaphore>>>,
+    everyone: Arc<Semaphore>,
 }
 
 /// A slot; the read holds it until it is dropped.
 pub struct ReadPermit {
-    _permit: OwnedSemaphorePermit,
+    _own: OwnedSemaphorePermit,
+    _server: OwnedSemaphorePermit,
 }
 
 impl Default for ReadLimits {
     fn default() -> ReadLimits {
-        ReadLimits::new(PER_PRINCIPAL, WAIT)
+        ReadLimits::new(PER_PRINCIPAL, SERVER_WIDE, WAIT)
     }
 }
 
 impl ReadLimits {
-    pub fn new(per_principal: usize, wait: Duration) -> ReadLimits {
+    pub fn new(per_principal: usize, server_wide: usize, wait: Duration) -> ReadLimits {
         ReadLimits {
             per_principal: per_principal.max(1),
             wait,
             running: Mutex::default(),
+            everyone: Arc::new(Semaphore::new(server_wide.max(1))),
         }
     }
 
@@ -56,11 +62,20 @@ impl ReadLimits {
                 .or_insert_with(|| Arc::new(Semaphore::new(self.per_principal)))
                 .clone()
         };
-        match tokio::time::timeout(self.wait, semaphore.acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(ReadPermit { _permit: permit }),
+        let everyone = self.everyone.clone();
+        let slots = async move {
+            let own = semaphore.acquire_owned().await.ok()?;
+            let server = everyone.acquire_owned().await.ok()?;
+            Some(ReadPermit {
+                _own: own,
+                _server: server,
+            })
+        };
+        match tokio::time::timeout(self.wait, slots).await {
+            Ok(Some(permit)) => Ok(permit),
             _ => Err(format!(
-                "{who} already runs {} expensive reads (payload filters, redrive previews); \
-                 try again when one has finished",
+                "{who} already runs {} expensive reads (payload filters, redrive previews), \
+                 or others do; try again when one has finished",
                 self.per_principal
             )),
         }
@@ -82,7 +97,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_principal_runs_its_share_and_waits_then_is_refused() {
-        let limits = ReadLimits::new(2, Duration::from_millis(100));
+        let limits = ReadLimits::new(2, 8, Duration::from_millis(100));
         let a1 = limits.acquire("vera").await.unwrap();
         let _a2 = limits.acquire("vera").await.unwrap();
         // Over the cap: refused after the wait, with a sentence that says why.
@@ -105,7 +120,7 @@ mod tests {
 
     #[tokio::test]
     async fn principals_with_nothing_running_are_forgotten() {
-        let limits = ReadLimits::new(1, Duration::from_millis(10));
+        let limits = ReadLimits::new(1, 8, Duration::from_millis(10));
         for n in 0..100 {
             drop(limits.acquire(&format!("user{n}")).await.unwrap());
         }
@@ -116,5 +131,23 @@ mod tests {
             1,
             "the map was pruned"
         );
+    }
+
+    #[tokio::test]
+    async fn server_wide_one_runs_at_a_time_whoever_asks() {
+        let limits = Arc::new(ReadLimits::new(2, 1, Duration::from_millis(100)));
+        let vera = limits.acquire("vera").await.unwrap();
+        // Another principal waits for the server's one slot, and gets it once it is free.
+        let waiting = tokio::spawn({
+            let limits = limits.clone();
+            async move { limits.acquire("otto").await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "otto waits while vera reads");
+        drop(vera);
+        assert!(waiting.await.unwrap());
+        // Held past the wait: refused.
+        let _held = limits.acquire("vera").await.unwrap();
+        assert!(limits.acquire("otto").await.is_err());
     }
 }

@@ -3,7 +3,8 @@
 //! The gate decides on the path the router will serve, never on a prefix of the path as
 //! written: `/pkg/../events` starts with `/pkg/` but the dashboard's router normalises it
 //! to `/events`. So a path that reads differently once normalised or decoded (a dot
-//! segment, an encoded dot, slash or backslash, an empty segment) is refused with 400
+//! segment, written or encoded; an encoded slash or backslash; an empty segment) is
+//! refused with 400
 //! before any router sees it, and the public set is exact: the sign-in page and form, and
 //! the bundle's files that exist.
 
@@ -21,19 +22,21 @@ pub fn is_ambiguous(path: &str) -> bool {
     if path.contains('\\') {
         return true;
     }
-    // Encoded '.', '/' and '\': what they hide is decoded after any check on the raw path.
+    // An encoded '/' or '\' splits a segment in two once decoded.
     let lower = path.to_ascii_lowercase();
-    if ["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e)) {
+    if lower.contains("%2f") || lower.contains("%5c") {
         return true;
     }
     if path == "/" {
         return false;
     }
-    match path.strip_prefix('/') {
+    match lower.strip_prefix('/') {
         None => true,
+        // A dot segment, written or encoded (`..`, `.%2e`, `%2e%2e`), or an empty one.
         Some(rest) => rest
             .split('/')
-            .any(|segment| matches!(segment, "" | "." | "..")),
+            .map(|segment| segment.replace("%2e", "."))
+            .any(|segment| matches!(segment.as_str(), "" | "." | "..")),
     }
 }
 
@@ -42,7 +45,7 @@ pub async fn refuse_ambiguous_paths(req: Request, next: Next) -> Response {
     if is_ambiguous(req.uri().path()) {
         return (
             StatusCode::BAD_REQUEST,
-            "the path has a dot segment, an empty segment or an encoded '.', '/' or '\\'",
+            "the path has a dot segment, an empty segment or an encoded '/' or '\\'",
         )
             .into_response();
     }
@@ -176,6 +179,8 @@ mod tests {
             "/orders/ord%20one",
             "/pkg/oncehook.js",
             "/orders/a..b",
+            "/orders/ord%2e1",
+            "/orders/%2e%2e%2e",
         ] {
             assert!(!is_ambiguous(good), "{good:?}");
         }

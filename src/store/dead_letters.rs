@@ -487,11 +487,13 @@ pub async fn close(
 ) -> anyhow::Result<()> {
     anyhow::ensure!(
         matches!(status, "resolved" | "discarded"),
-        "status must be resolved or discarded"
+        super::Refused("status must be resolved or discarded".into())
     );
     anyhow::ensure!(
         actor.reason.is_some_and(|r| !r.trim().is_empty()),
-        "a reason is required to mark a dead letter {status}"
+        super::Refused(format!(
+            "a reason is required to mark a dead letter {status}"
+        ))
     );
     let mut tx = db.writer().begin().await?;
     let done = sqlx::query("UPDATE dead_letters SET status = $2, updated_at = $3 WHERE id = $1 AND status IN ('open', 'redriven')")
@@ -503,7 +505,9 @@ pub async fn close(
         .rows_affected();
     anyhow::ensure!(
         done == 1,
-        "dead letter {id} does not exist or is already closed"
+        super::Refused(format!(
+            "dead letter {id} does not exist or is already closed"
+        ))
     );
     let action = if status == "resolved" {
         "dead_letter.resolve"

@@ -67,6 +67,13 @@ pub(crate) fn bind_all<'q>(
     q
 }
 
+/// A change the store refuses for a reason the person asking can act on (a closed dead
+/// letter, a taken token name): its text is shown to them. Every other error is a failure
+/// on our side, whose text (SQL, driver, paths) stays in the log.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }

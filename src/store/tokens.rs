@@ -115,9 +115,12 @@ pub async fn create(
 ) -> anyhow::Result<(TokenRow, String)> {
     anyhow::ensure!(
         valid_username(new.name),
-        "token names are 1-64 letters, digits or . _ @ -"
+        super::Refused("token names are 1-64 letters, digits or . _ @ -".into())
     );
-    anyhow::ensure!(new.expires_at > new.now, "the expiry must be in the future");
+    anyhow::ensure!(
+        new.expires_at > new.now,
+        super::Refused("the expiry must be in the future".into())
+    );
     let token = generate_token();
     let prefix: String = token.chars().take(SHOWN_PREFIX_CHARS).collect();
     let mut tx = db.writer().begin().await?;
@@ -130,8 +133,10 @@ pub async fn create(
             .transpose()?;
     anyhow::ensure!(
         taken.is_none(),
-        "a token named {} exists; revoke it first",
-        new.name
+        super::Refused(format!(
+            "a token named {} exists; revoke it first",
+            new.name
+        ))
     );
     let row = sqlx::query(&format!(
         "INSERT INTO api_tokens (name, token_hash, prefix, role, created_by, created_at, \
@@ -218,7 +223,7 @@ pub async fn revoke(
     .bind(name)
     .fetch_optional(&mut *tx)
     .await?
-    .with_context(|| format!("no live token named {name}"))?;
+    .ok_or_else(|| super::Refused(format!("no live token named {name}")))?;
     let row = token_row(&row)?;
     audit_in(&mut tx, actor, "api_token.revoke", &row, "", source, now).await?;
     super::commit_checked(tx).await?;

@@ -428,7 +428,7 @@ fn Item(
             <td class="mono">{id}</td>
             <td class="mono event-id">{item.event_id.clone().unwrap_or_default()}</td>
             <td class="mono">{what}</td>
-            <td class="mono">{item.order_id.clone().map(|o| view! { <a href=format!("/orders/{o}")>{o.clone()}</a> })}</td>
+            <td class="mono">{item.order_id.clone().map(|o| view! { <a href=crate::backend::order_href(&o)>{o.clone()}</a> })}</td>
             <td class="num">{item.attempts}</td>
             <td title=item.first_attempt_at.clone()>{age(item.age_secs)}</td>
             <td class="time"><Time at=item.resolve_by.clone()/></td>

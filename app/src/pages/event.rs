@@ -58,7 +58,7 @@ fn EventView(event: EventDetail) -> impl IntoView {
                 <dt>"Type"</dt><dd class="mono">{event.event_type.clone().unwrap_or_default()}</dd>
                 <dt>"API version"</dt><dd class="mono">{event.api_version.clone().unwrap_or_default()}</dd>
                 <dt>"Order"</dt>
-                <dd class="mono">{event.order_id.clone().map(|o| view! { <a id="order-link" href=format!("/orders/{o}")>{o.clone()}</a> })}</dd>
+                <dd class="mono">{event.order_id.clone().map(|o| view! { <a id="order-link" href=crate::backend::order_href(&o)>{o.clone()}</a> })}</dd>
                 <dt>"Effect key"</dt><dd class="mono" id="effect-key">{event.effect_key.clone().unwrap_or_default()}</dd>
                 <dt>"Processing attempts"</dt><dd>{event.attempts}</dd>
                 <dt>"Correlation id"</dt><dd class="mono">{event.correlation_id.clone()}</dd>

@@ -272,7 +272,7 @@ fn InboxRow(event: InboxEventView) -> impl IntoView {
             <td class="mono event-id"><a href=format!("/events/{id}")>{event_id}</a></td>
             <td class="mono">{event_type.map(Either::Left).unwrap_or_else(|| Either::Right(missing()))}</td>
             <td class="status"><StatusBadge status reason/></td>
-            <td class="mono">{order_id.map(|o| Either::Left(view! { <a href=format!("/orders/{o}")>{o.clone()}</a> })).unwrap_or_else(|| Either::Right(missing()))}</td>
+            <td class="mono">{order_id.map(|o| Either::Left(view! { <a href=crate::backend::order_href(&o)>{o.clone()}</a> })).unwrap_or_else(|| Either::Right(missing()))}</td>
             <td class="num" class:repeated=repeated title=deliveries_title>{deliveries}</td>
             <td class="time">
                 <Time at=received_at/>

@@ -10,12 +10,19 @@ use crate::format::{money, short_timestamp};
 use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_params_map, use_query_map};
 
 #[component]
 pub fn OrderPage() -> impl IntoView {
     let params = use_params_map();
-    let id = Memo::new(move |_| params.with(|p| p.get("id").unwrap_or_default()));
+    let query = use_query_map();
+    // `/orders/{id}`, or `/orders?id=…` for an id that cannot be one path segment.
+    let id = Memo::new(move |_| {
+        params
+            .with(|p| p.get("id"))
+            .or_else(|| query.with(|q| q.get("id")))
+            .unwrap_or_default()
+    });
     let order = Resource::new(move || id.get(), load_order);
     view! {
         <Transition fallback=|| view! { <p class="loading">"Loading the order…"</p> }>
