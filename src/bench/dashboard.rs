@@ -174,14 +174,15 @@ const CONCURRENT_READS: usize = 8;
 const WEBHOOKS: u64 = 400;
 
 /// Webhook latency (new payments, four in flight) with no viewer reads, then with
-/// `CONCURRENT_READS` worst-case viewer reads in a loop beside them (one viewer token, so
-/// the per-principal read limit applies as it would to a script).
+/// `CONCURRENT_READS` worst-case viewer reads in a loop beside them, each from its own
+/// viewer token: eight people at once, so the server-wide read cap is what holds, not the
+/// per-principal one.
 async fn webhooks_beside_reads(
     http: &reqwest::Client,
     base: &str,
     secret: &str,
     factory: &EventFactory,
-    token: &str,
+    tokens: &[String],
 ) -> anyhow::Result<Vec<PageTiming>> {
     let unloaded = webhook_latencies(http, base, secret, factory, 10_000_000).await?;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -190,7 +191,7 @@ async fn webhooks_beside_reads(
             let (http, stop) = (http.clone(), stop.clone());
             let (method, path) = WORST_READS[i % WORST_READS.len()];
             let url = format!("{base}{path}");
-            let token = token.to_string();
+            let token = tokens[i % tokens.len()].clone();
             tokio::spawn(async move {
                 let mut answers = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -289,19 +290,25 @@ pub async fn measure(
     let seed_secs = seeded.elapsed().as_secs_f64();
     let cookie = sign_in(&server.db, &base).await?;
     let now = crate::store::now_ms();
-    let (_, token) = crate::store::tokens::create(
-        &server.db,
-        &crate::store::tokens::NewToken {
-            name: "bench",
-            role: "viewer",
-            created_by: "bench",
-            maker: crate::store::tokens::Maker::Shell,
-            now,
-            expires_at: now + 3_600_000,
-        },
-        None,
-    )
-    .await?;
+    let mut tokens = Vec::new();
+    for i in 0..=CONCURRENT_READS {
+        let (_, token) = crate::store::tokens::create(
+            &server.db,
+            &crate::store::tokens::NewToken {
+                name: &format!("bench-viewer-{i}"),
+                role: "viewer",
+                created_by: "bench",
+                maker: crate::store::tokens::Maker::Shell,
+                now,
+                expires_at: now + 3_600_000,
+            },
+            None,
+        )
+        .await?;
+        tokens.push(token);
+    }
+    // The page timings read with one token; the webhook step with one per reader.
+    let token = tokens.pop().expect("one more token than readers");
 
     let (mid, any_id): (i64, i64) = sqlx::query_as("SELECT MAX(id) / 2, MAX(id) FROM inbox_events")
         .fetch_one(server.db.reader())
@@ -391,7 +398,7 @@ pub async fn measure(
             p99_ms: percentile(&ms, 0.99),
         });
     }
-    timings.extend(webhooks_beside_reads(&http, &base, secret, &factory, &token).await?);
+    timings.extend(webhooks_beside_reads(&http, &base, secret, &factory, &tokens).await?);
     server.shutdown().await?;
     Ok(DashboardRun {
         events,
