@@ -157,6 +157,21 @@ async fn sign_in_and_password_forms_have_a_small_body_limit(kind: Kind) {
     let cookie = sign_in(&app, None, "ana").await;
     let response = change_password(&app, &cookie, PASSWORD, &big).await;
     assert_eq!(response.status(), 413);
+    // Server functions too: a form or JSON body of 64 KiB is refused before it is read
+    // into memory; a normal one is answered.
+    use leptos::server_fn::ServerFn;
+    let huge = "y".repeat(64 * 1024);
+    for (path, form) in [
+        (app::api::Search::PATH, vec![("text", huge.as_str())]),
+        (app::api::LoadEvent::PATH, vec![("id", "1"), ("pad", huge.as_str())]),
+    ] {
+        let (status, body) = app.post_form(path, &cookie, None, &form).await;
+        assert_eq!(status, 413, "{path}: {body}");
+    }
+    let (status, body) = app
+        .post_form(app::api::Search::PATH, &cookie, None, &[("text", "ord_1")])
+        .await;
+    assert_eq!(status, 200, "{body}");
     let user = users::by_name(&app.db, "ana").await.unwrap().unwrap();
     let passwords = Passwords::new(1).await.unwrap();
     assert!(

@@ -87,6 +87,9 @@ const SESSION_KEY: &str = "auth";
 /// The largest sign-in or password form accepted (a user name, two or three passwords and
 /// a page to return to fit many times over; axum's default would be 2 MB).
 pub const FORM_BODY_LIMIT: usize = 4 * 1024;
+/// The largest body any dashboard request may send (server functions' forms and JSON
+/// queries are a few hundred bytes): refused with 413 before it is read, whatever reads it.
+pub const DASHBOARD_BODY_LIMIT: usize = 8 * 1024;
 
 /// What a session remembers: the user, the password it was made with (a session made
 /// before the password changed is no longer valid), when it signed in (its lifetime counts
@@ -225,7 +228,11 @@ impl Access {
             Store::Sqlite(store) => router.layer(self.session_layer(store.clone())),
             Store::Postgres(store) => router.layer(self.session_layer(store.clone())),
         };
-        router.layer(CsrfLayer::new())
+        router
+            .layer(CsrfLayer::new())
+            .layer(tower_http::limit::RequestBodyLimitLayer::new(
+                DASHBOARD_BODY_LIMIT,
+            ))
     }
 
     fn session_layer<S: tower_sessions::SessionStore + Clone>(
