@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod mapping;
 pub mod metrics;
 pub mod processor;
+pub mod provider_api;
 pub mod redrive;
 pub mod relay;
 pub mod retention;

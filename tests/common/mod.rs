@@ -177,6 +177,7 @@ pub fn providers() -> Vec<ProviderSettings> {
             tolerance_secs: 300,
             mapping: None,
             events: Default::default(),
+            api: Default::default(),
         },
         ProviderSettings {
             name: "acme".into(),
@@ -185,6 +186,7 @@ pub fn providers() -> Vec<ProviderSettings> {
             tolerance_secs: 300,
             mapping: None,
             events: Default::default(),
+            api: Default::default(),
         },
     ]
 }
