@@ -19,6 +19,7 @@ pub mod retention;
 pub mod retry;
 pub mod server;
 pub mod signature;
+pub mod simulator;
 pub mod store;
 pub mod web;
 pub mod worker;
