@@ -75,6 +75,9 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::api::cli::TokenCommand,
     },
+    /// A Stripe-compatible provider in the box: signed webhooks with real faults, a
+    /// Stripe-shaped API, and the truth to check oncehook against.
+    Simulate(crate::simulator::cli::SimulateArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -308,6 +311,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             server.run_until_signal().await
         }
         Command::Bench(args) => crate::bench::run(args, &cli.common).await,
+        Command::Simulate(args) => crate::simulator::cli::run(args).await,
         Command::User { command } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;

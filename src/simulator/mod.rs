@@ -6,6 +6,7 @@
 //! order's payments, refunds, disputes, totals and status, to check oncehook against.
 
 pub mod api;
+pub mod cli;
 pub mod engine;
 pub mod ids;
 pub mod plan;
