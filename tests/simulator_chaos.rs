@@ -134,6 +134,12 @@ async fn chaos_run(kind: Kind, orders: usize, seed: u64) {
         "{s:?}"
     );
     assert!(truth.events.never_generated > 0, "{:?}", truth.events);
+    // Events too old to apply are kept as dead letters, never lost.
+    assert!(s.legacy_version > 0, "{s:?}");
+    let filed = app
+        .count("SELECT COUNT(*) FROM dead_letters WHERE last_error LIKE '%API version%'")
+        .await;
+    assert!(filed > 0, "legacy events in the dead-letter queue");
     assert!(truth.incomplete_orders > 0 && truth.complete_orders > orders / 2);
     assert_eq!(truth.orders.len(), orders);
     // Every delivery is remembered; duplicates collapse in the inbox.

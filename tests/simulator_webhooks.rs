@@ -339,3 +339,27 @@ fn a_run_without_a_target_prints_its_truth_and_writes_the_file() {
         assert!(truth["orders"][0].get(key).is_some(), "{key}");
     }
 }
+
+/// The simulator's own sending rate to a receiver that answers at once (BENCHMARKS.md):
+/// `cargo test --test simulator_webhooks -- --ignored --nocapture sending_rate`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore]
+async fn sending_rate() {
+    let (url, _) = receiver(|_| Some(200)).await;
+    let mut delivery = fast_retries(1);
+    delivery.concurrency = 64;
+    let sim = Simulation::new(options(5_000, 6, target(url), delivery))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    sim.run(&|_, _| {}).await.unwrap();
+    let elapsed = started.elapsed();
+    let sent = sim.truth().await.unwrap().sent;
+    assert_eq!(sent.delivered, sent.attempts);
+    println!(
+        "sent {} signed webhooks in {:.2} s: {:.0}/s",
+        sent.attempts,
+        elapsed.as_secs_f64(),
+        sent.attempts as f64 / elapsed.as_secs_f64()
+    );
+}

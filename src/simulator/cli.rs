@@ -234,7 +234,7 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed();
     let truth = sim.truth().await?;
-    print_report(&truth, elapsed);
+    print_report(&truth, elapsed, options.target.is_some());
     if let Some(path) = &args.truth {
         std::fs::write(path, serde_json::to_vec_pretty(&truth)?)
             .map_err(|e| anyhow::anyhow!("--truth {}: {e}", path.display()))?;
@@ -267,7 +267,7 @@ fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-fn print_report(t: &Truth, elapsed: Duration) {
+fn print_report(t: &Truth, elapsed: Duration, sent_webhooks: bool) {
     let s = &t.sent;
     println!(
         "sent {} webhooks in {:.1} s ({:.0}/s): {} answered 2xx, {} failed attempts, {} retries, {} events never delivered",
@@ -294,13 +294,17 @@ fn print_report(t: &Truth, elapsed: Duration) {
         .map(|(k, v)| format!("{v} {k}"))
         .collect();
     println!(
-        "truth: {} orders ({}), paid {} · refunded {} · disputed {} (minor units); {} complete, {} with a final state never delivered",
+        "truth: {} orders ({}), paid {} · refunded {} · disputed {} (minor units)",
         t.totals.orders,
         statuses.join(", "),
         t.totals.paid,
         t.totals.refunded,
         t.totals.disputed,
-        t.complete_orders,
-        t.incomplete_orders
     );
+    if sent_webhooks {
+        println!(
+            "  {} orders complete, {} with a final state never delivered (see `lost` in the truth file)",
+            t.complete_orders, t.incomplete_orders
+        );
+    }
 }

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod demo;
 pub mod engine;
 pub mod ids;
 pub mod plan;

@@ -29,6 +29,9 @@ pub struct Faults {
     pub drop: f64,
     /// Never generated: the objects change, no event exists anywhere.
     pub ungenerated: f64,
+    /// Sent with an API version older than any mapping understands (an endpoint pinned to
+    /// 2019): oncehook keeps it as a dead letter.
+    pub legacy_version: f64,
 }
 
 impl Default for Faults {
@@ -41,6 +44,7 @@ impl Default for Faults {
             resend: 0.0,
             drop: 0.0,
             ungenerated: 0.0,
+            legacy_version: 0.0,
         }
     }
 }
@@ -133,6 +137,7 @@ impl Scenario {
                     resend: 0.03,
                     drop: 0.02,
                     ungenerated: 0.01,
+                    legacy_version: 0.005,
                 },
                 api: ApiFaults {
                     rate_429: 0.05,
@@ -201,6 +206,7 @@ impl Scenario {
             ("faults.resend", f.resend),
             ("faults.drop", f.drop),
             ("faults.ungenerated", f.ungenerated),
+            ("faults.legacy_version", f.legacy_version),
             ("api.rate_429", self.api.rate_429),
             ("api.rate_5xx", self.api.rate_5xx),
         ] {

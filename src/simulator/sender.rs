@@ -22,6 +22,9 @@ use super::scenario::{Delivery, Faults};
 use super::store::SimDb;
 use crate::signature::SchemeKind;
 
+/// The version a `legacy_version` fault stamps on an event (before oncehook's oldest).
+pub const LEGACY_API_VERSION: &str = "2019-12-03";
+
 /// Where webhooks go and how they are signed.
 #[derive(Clone)]
 pub struct Target {
@@ -48,6 +51,7 @@ pub struct Decision {
     pub duplicate: bool,
     /// A manual resend this long after the first delivery.
     pub resend_after_ms: Option<u64>,
+    pub legacy_version: bool,
 }
 
 /// The decision for `event_id` in the run with `seed`.
@@ -73,11 +77,13 @@ pub fn decide(seed: u64, event_id: &str, faults: &Faults) -> Decision {
     let resend = rng.gen_bool(faults.resend);
     let resend_after_ms =
         resend.then(|| rng.gen_range(faults.max_delay_ms..=faults.max_delay_ms * 3 + 1));
+    let legacy_version = rng.gen_bool(faults.legacy_version);
     Decision {
         drop,
         delay_ms,
         duplicate,
         resend_after_ms,
+        legacy_version,
     }
 }
 
@@ -93,6 +99,7 @@ pub struct SendStats {
     pub resends: AtomicU64,
     pub delayed: AtomicU64,
     pub dropped: AtomicU64,
+    pub legacy_version: AtomicU64,
 }
 
 /// The counts as the truth file reports them.
@@ -112,6 +119,9 @@ pub struct SentCounts {
     pub delayed: u64,
     /// Events never sent at all.
     pub dropped: u64,
+    /// Events sent with an API version too old to apply (dead letters in oncehook).
+    #[serde(default)]
+    pub legacy_version: u64,
 }
 
 impl SendStats {
@@ -127,6 +137,7 @@ impl SendStats {
             resends: g(&self.resends),
             delayed: g(&self.delayed),
             dropped: g(&self.dropped),
+            legacy_version: g(&self.legacy_version),
         }
     }
 }
@@ -140,6 +151,8 @@ struct Job {
     /// Retries count against the event's attempts; a duplicate or a resend is a delivery of
     /// its own.
     first_of_event: bool,
+    /// Whether a 2xx makes the event's state known to the target.
+    counts: bool,
 }
 
 /// The sending side: a timer queue of deliveries and a bounded set of workers.
@@ -201,6 +214,12 @@ impl Sender {
             return;
         }
         let body = match self.scheme {
+            SchemeKind::Stripe if decision.legacy_version => {
+                self.stats.legacy_version.fetch_add(1, Ordering::Relaxed);
+                let mut body = event.body.clone();
+                body["api_version"] = serde_json::json!(LEGACY_API_VERSION);
+                body.to_string()
+            }
             SchemeKind::Stripe => event.body.to_string(),
             SchemeKind::StandardWebhooks => match standard_payload(event) {
                 Some(v) => v.to_string(),
@@ -213,6 +232,8 @@ impl Sender {
             body: body.into_bytes().into(),
             attempt: 1,
             first_of_event: true,
+            // A delivered event too old to apply tells oncehook nothing: not announced.
+            counts: !(decision.legacy_version && self.scheme == SchemeKind::Stripe),
         };
         let now = Instant::now();
         if decision.delay_ms > 0 {
@@ -339,7 +360,9 @@ async fn dispatch(
                         sender.stats.attempts.fetch_add(1, Ordering::Relaxed);
                         if ok {
                             sender.stats.delivered.fetch_add(1, Ordering::Relaxed);
-                            let _ = marks.send(job.id.clone());
+                            if job.counts {
+                                let _ = marks.send(job.id.clone());
+                            }
                         } else {
                             sender.stats.failed_attempts.fetch_add(1, Ordering::Relaxed);
                             if job.attempt < delivery.max_attempts {
@@ -474,6 +497,7 @@ mod tests {
             delay: 0.3,
             max_delay_ms: 100,
             resend: 0.05,
+            legacy_version: 0.01,
             ..Faults::default()
         };
         let ids: Vec<String> = (0..5_000).map(|i| format!("evt_{i}")).collect();
@@ -488,13 +512,15 @@ mod tests {
         assert!((share(&|d| d.duplicate) - 0.2).abs() < 0.02);
         assert!((share(&|d| d.delay_ms > 0) - 0.3).abs() < 0.03);
         assert!((share(&|d| d.resend_after_ms.is_some()) - 0.05).abs() < 0.015);
+        assert!((share(&|d| d.legacy_version) - 0.01).abs() < 0.006);
         let none = Faults::default();
         assert!(ids.iter().all(|id| decide(1, id, &none)
             == Decision {
                 drop: false,
                 delay_ms: 0,
                 duplicate: false,
-                resend_after_ms: None
+                resend_after_ms: None,
+                legacy_version: false,
             }));
     }
 }
