@@ -445,19 +445,25 @@ async fn rate_limits_and_server_errors_are_survived_by_the_client() {
         None,
     )
     .await;
+    // Pages of 10: dozens of requests, so both faults occur (0.8^60 < 1e-5 that one never
+    // does), and every retried page still comes back whole.
     let events = client(&flaky.url)
-        .event_pages(EventQuery::default())
+        .event_pages(EventQuery {
+            limit: Some(10),
+            ..Default::default()
+        })
         .collect()
         .await
         .unwrap();
     let truth = flaky.sim.truth().await.unwrap();
+    assert!(truth.events.generated > 600, "{:?}", truth.events);
     assert_eq!(events.len() as u64, truth.events.generated);
     assert!(
         truth.api.answered_429 > 0 && truth.api.answered_5xx > 0,
         "{:?}",
         truth.api
     );
-    assert!(truth.api.requests > (events.len() as u64).div_ceil(100));
+    assert!(truth.api.requests > (events.len() as u64).div_ceil(10));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

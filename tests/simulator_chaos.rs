@@ -241,7 +241,7 @@ async fn a_seeded_chaos_run_matches_the_truth(kind: Kind) {
 
 both!(a_seeded_chaos_run_matches_the_truth);
 
-/// The run of 2,000 payments (13 s for both databases on two cores):
+/// The run of 2,000 payments (42 s for both databases on two cores):
 /// `cargo test --test simulator_chaos -- --ignored`.
 mod large {
     use super::*;
