@@ -306,6 +306,35 @@ fn bad_options_and_scenario_files_are_errors_naming_the_option() {
 }
 
 #[test]
+fn a_database_file_keeps_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sim.db");
+    let args = [
+        "--no-api",
+        "--orders",
+        "5",
+        "--duration",
+        "0",
+        "--database",
+        file.to_str().unwrap(),
+    ];
+    let first = simulate(&args);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(file.exists());
+    let second = simulate(&args);
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("--database") && err.contains("already holds a run"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_run_without_a_target_prints_its_truth_and_writes_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("truth.json");

@@ -286,7 +286,7 @@ async fn list_events(
                     filter.ending_before = Some(cursor);
                 }
             }
-            "limit" | "delivery_success" => {}
+            "limit" => {}
             other => {
                 return error(
                     StatusCode::BAD_REQUEST,

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::ids::Ids;
 use super::plan::{Action, Step};
-use super::shapes::{self, Method};
+use super::shapes;
 use super::store::SimDb;
 
 /// An event the engine generated, to store and to deliver.
@@ -545,15 +545,6 @@ impl Engine {
             &mut out,
         );
         Ok((refund, out))
-    }
-
-    /// Whether `method` paid this intent (what the truth reports per payment).
-    pub fn method_of(pi: &Value) -> Method {
-        match pi["payment_method_types"][0].as_str() {
-            Some("pix") => Method::Pix,
-            Some("boleto") => Method::Boleto,
-            _ => Method::Card,
-        }
     }
 
     /// Writes the objects changed since the last flush, and `events`, to the database.

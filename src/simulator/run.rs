@@ -72,6 +72,12 @@ impl Simulation {
             f64::INFINITY
         };
         let db = SimDb::open(&options.database).await?;
+        // Ids repeat with the seed: a second run into the same file would collide.
+        anyhow::ensure!(
+            db.count_events().await? == 0,
+            "--database {} already holds a run; remove the file or name another",
+            options.database
+        );
         let shared = Arc::new(Shared::new(
             db.clone(),
             options.seed,

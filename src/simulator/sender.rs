@@ -161,6 +161,8 @@ pub struct Sender {
     queue: mpsc::UnboundedSender<(Instant, Job)>,
     pub stats: Arc<SendStats>,
     outstanding: Arc<AtomicU64>,
+    /// Deliveries answered 2xx not yet recorded in the database (the truth reads them).
+    unrecorded: Arc<AtomicU64>,
     idle: Arc<Notify>,
     seed: u64,
     faults: Faults,
@@ -188,13 +190,14 @@ impl Sender {
             queue,
             stats: Arc::new(SendStats::default()),
             outstanding: Arc::new(AtomicU64::new(0)),
+            unrecorded: Arc::new(AtomicU64::new(0)),
             idle: Arc::new(Notify::new()),
             seed,
             faults,
             scheme: target.scheme,
         };
         let (marks, marks_rx) = mpsc::unbounded_channel();
-        tokio::spawn(mark_delivered(db, marks_rx));
+        tokio::spawn(mark_delivered(db, marks_rx, sender.unrecorded.clone()));
         tokio::spawn(dispatch(
             rx,
             sender.clone(),
@@ -276,11 +279,13 @@ impl Sender {
         }
     }
 
-    /// Waits until every scheduled delivery (retries included) is done.
+    /// Waits until every scheduled delivery (retries included) is done and recorded.
     pub async fn drain(&self) {
         loop {
             let idle = self.idle.notified();
-            if self.outstanding.load(Ordering::SeqCst) == 0 {
+            if self.outstanding.load(Ordering::SeqCst) == 0
+                && self.unrecorded.load(Ordering::SeqCst) == 0
+            {
                 return;
             }
             // Bounded: a missed wake-up costs 50 ms, never a hang.
@@ -293,7 +298,11 @@ impl Sender {
     }
 }
 
-async fn mark_delivered(db: SimDb, mut rx: mpsc::UnboundedReceiver<Arc<str>>) {
+async fn mark_delivered(
+    db: SimDb,
+    mut rx: mpsc::UnboundedReceiver<Arc<str>>,
+    unrecorded: Arc<AtomicU64>,
+) {
     let mut batch = Vec::new();
     while let Some(id) = rx.recv().await {
         batch.push(id.to_string());
@@ -306,6 +315,7 @@ async fn mark_delivered(db: SimDb, mut rx: mpsc::UnboundedReceiver<Arc<str>>) {
         if let Err(e) = db.mark_delivered(&batch).await {
             tracing::error!(error = %e, "simulator: recording deliveries");
         }
+        unrecorded.fetch_sub(batch.len() as u64, Ordering::SeqCst);
         batch.clear();
     }
 }
@@ -361,7 +371,12 @@ async fn dispatch(
                         if ok {
                             sender.stats.delivered.fetch_add(1, Ordering::Relaxed);
                             if job.counts {
-                                let _ = marks.send(job.id.clone());
+                                // Counted before this delivery is finished, so `drain`
+                                // never sees both counters at zero in between.
+                                sender.unrecorded.fetch_add(1, Ordering::SeqCst);
+                                if marks.send(job.id.clone()).is_err() {
+                                    sender.unrecorded.fetch_sub(1, Ordering::SeqCst);
+                                }
                             }
                         } else {
                             sender.stats.failed_attempts.fetch_add(1, Ordering::Relaxed);

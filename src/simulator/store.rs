@@ -303,15 +303,6 @@ impl SimDb {
             .try_get(0)?)
     }
 
-    /// Drops events older than `oldest` (Stripe keeps 30 days).
-    pub async fn prune_events(&self, oldest: i64) -> anyhow::Result<u64> {
-        Ok(sqlx::query("DELETE FROM events WHERE created < ?")
-            .bind(oldest)
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
-    }
-
     /// Claims `key` for a request with `params`, or says what the earlier use decided.
     /// Keys older than `expired_before_ms` are forgotten first (Stripe keeps them 24 h).
     pub async fn claim_key(
