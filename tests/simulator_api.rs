@@ -131,6 +131,30 @@ async fn events_page_across_pages_with_filters() {
     );
     assert!(back.has_more, "90 newer events remain");
 
+    // Reading forward from a checkpoint (what a reconciler does): every newer event once,
+    // oldest first, in pages of 25, and the newest as the next checkpoint.
+    let checkpoint = &all[120];
+    let mut forward = api.events_after(
+        &checkpoint.id,
+        EventQuery {
+            limit: Some(25),
+            ..Default::default()
+        },
+    );
+    let mut read = Vec::new();
+    while let Some(page) = forward.next_page().await.unwrap() {
+        assert!(page.len() <= 25);
+        read.extend(page);
+    }
+    let newer: Vec<&str> = all[..120].iter().rev().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        read.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        newer
+    );
+    assert_eq!(forward.checkpoint(), all[0].id);
+    let mut caught_up = api.events_after(&all[0].id, EventQuery::default());
+    assert!(caught_up.next_page().await.unwrap().is_none());
+
     // types[] and created[gte] / created[gt].
     let types = vec!["refund.created".to_string(), "charge.dispute.closed".into()];
     let filtered = api

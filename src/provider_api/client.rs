@@ -134,6 +134,20 @@ impl ApiClient {
         Pager::new(self, "/v1/events".into(), params, query.starting_after)
     }
 
+    /// Events newer than the event `checkpoint`, oldest first, one page per call: what a
+    /// reconciler reading forward from its last position needs. Each page is the one
+    /// right after the cursor (`ending_before`), and the cursor moves to its newest event.
+    pub fn events_after(&self, checkpoint: &str, mut query: EventQuery) -> ForwardPager<'_> {
+        query.starting_after = None;
+        query.ending_before = None;
+        ForwardPager {
+            client: self,
+            query,
+            cursor: checkpoint.to_string(),
+            done: false,
+        }
+    }
+
     pub async fn event(&self, id: &str) -> Result<Event, ApiError> {
         self.get(&format!("/v1/events/{}", checked_id(id)?), &[])
             .await
@@ -377,6 +391,44 @@ impl<'a, T: DeserializeOwned + HasId> Pager<'a, T> {
             all.extend(page);
         }
         Ok(all)
+    }
+}
+
+/// Pages of events after a checkpoint, oldest first (see `ApiClient::events_after`).
+pub struct ForwardPager<'a> {
+    client: &'a ApiClient,
+    query: EventQuery,
+    cursor: String,
+    done: bool,
+}
+
+impl ForwardPager<'_> {
+    /// The next page, oldest event first; `None` once no newer event exists.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<Event>>, ApiError> {
+        if self.done {
+            return Ok(None);
+        }
+        let query = EventQuery {
+            ending_before: Some(self.cursor.clone()),
+            ..self.query.clone()
+        };
+        let page = self.client.events(&query).await?;
+        let mut events = page.data;
+        match events.first() {
+            Some(newest) => self.cursor = newest.id.clone(),
+            None => {
+                self.done = true;
+                return Ok(None);
+            }
+        }
+        self.done = !page.has_more;
+        events.reverse();
+        Ok(Some(events))
+    }
+
+    /// The newest event seen: the checkpoint to resume from next time.
+    pub fn checkpoint(&self) -> &str {
+        &self.cursor
     }
 }
 
