@@ -40,6 +40,10 @@ pub enum Command {
         /// Address to listen on, e.g. 127.0.0.1:8080.
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
+        /// Also run the provider simulator in this process, posting realistic traffic with
+        /// some of every fault to this server's own `stripe` webhook (demo data).
+        #[arg(long)]
+        demo: bool,
     },
     /// Create or upgrade the database schema.
     Migrate,
@@ -75,6 +79,9 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::api::cli::TokenCommand,
     },
+    /// A Stripe-compatible provider in the box: signed webhooks with real faults, a
+    /// Stripe-shaped API, and the truth to check oncehook against.
+    Simulate(crate::simulator::cli::SimulateArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -293,12 +300,20 @@ async fn open(settings: &Settings) -> anyhow::Result<Db> {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command.unwrap_or(Command::Serve { listen: None }) {
-        Command::Serve { listen } => {
+    match cli.command.unwrap_or(Command::Serve {
+        listen: None,
+        demo: false,
+    }) {
+        Command::Serve { listen, demo } => {
             let mut settings = cli.common.settings(listen)?;
             let dev_secret = settings.ensure_dev_provider()?;
+            let demo = match demo {
+                true => Some(crate::simulator::demo::prepare(&mut settings).await?),
+                false => None,
+            };
             let server = crate::server::start(settings.clone()).await?;
             let url = server.url();
+
             println!("oncehook is running");
             println!("  dashboard: {}/", server.admin_url());
             for p in &settings.providers {
@@ -322,6 +337,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 None => {}
             }
             println!("  database:  {}", redact_url(&settings.database_url));
+            if let Some(demo) = demo {
+                println!(
+                    "  demo:      simulated Stripe traffic to {url}/webhooks/stripe; its API at {} (the provider's api_base)",
+                    demo.api_url
+                );
+                crate::simulator::demo::start(demo, format!("{url}/webhooks/stripe")).await?;
+            }
             let passwords = crate::auth::password::Passwords::new(1).await?;
             if let Some(password) =
                 crate::auth::bootstrap_first_admin(&server.db, &passwords).await?
@@ -331,6 +353,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             server.run_until_signal().await
         }
         Command::Bench(args) => crate::bench::run(args, &cli.common).await,
+        Command::Simulate(args) => crate::simulator::cli::run(args).await,
         Command::User { command } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;

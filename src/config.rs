@@ -48,19 +48,145 @@ pub struct Settings {
 }
 
 #[derive(Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "ProviderTable", into = "ProviderTable")]
 pub struct ProviderSettings {
     pub name: String,
     pub scheme: SchemeKind,
     pub secrets: Vec<String>,
-    #[serde(default = "default_tolerance")]
     pub tolerance_secs: u64,
     /// A built-in mapping (`stripe`, `standard-webhooks`); defaults to the scheme's.
-    #[serde(default)]
     pub mapping: Option<String>,
     /// Per event type rules layered over the built-in mapping.
-    #[serde(default)]
     pub events: BTreeMap<String, EventRule>,
+    /// The provider's API (`api_*` keys of the entry): what reconciliation and outbound
+    /// refunds talk to, Stripe's own or the simulator's.
+    pub api: ProviderApiSettings,
+}
+
+/// How oncehook reaches a provider's API. In a file these are keys of the provider entry
+/// (`api_base`, `api_key`, `api_timeout_ms`, `api_rate_per_sec`, `api_retry`).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderApiSettings {
+    /// Where the API lives, without `/v1` (Stripe's by default; the simulator's for tests
+    /// and the demo).
+    pub base: String,
+    /// The secret API key (`sk_…`), sent as a bearer token; a secret like `secrets`.
+    pub key: Option<String>,
+    /// One request, connection and answer included, must finish within this.
+    pub timeout_ms: u64,
+    /// Most requests per second to this API (Stripe allows 25 in test mode, 100 live).
+    pub rate_per_sec: f64,
+    /// 429, 5xx and timeouts retry under this policy (`Retry-After` honoured).
+    pub retry: RetryPolicy,
+}
+
+impl Default for ProviderApiSettings {
+    fn default() -> Self {
+        ProviderApiSettings {
+            base: "https://api.stripe.com".into(),
+            key: None,
+            timeout_ms: 30_000,
+            rate_per_sec: 20.0,
+            retry: RetryPolicy {
+                base_ms: 500,
+                cap_ms: 30_000,
+                max_attempts: 5,
+                max_retry_after_ms: 60_000,
+            },
+        }
+    }
+}
+
+impl std::fmt::Debug for ProviderApiSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderApiSettings")
+            .field("base", &redact_url(&self.base))
+            .field("key", &self.key.as_ref().map(|_| REDACTED))
+            .field("timeout_ms", &self.timeout_ms)
+            .field("rate_per_sec", &self.rate_per_sec)
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+/// The file form of a provider entry: one flat table, the API keys prefixed `api_`. (serde's
+/// `flatten` cannot be combined with `deny_unknown_fields`, as for sinks.)
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProviderTable {
+    name: String,
+    scheme: SchemeKind,
+    secrets: Vec<String>,
+    #[serde(default = "default_tolerance")]
+    tolerance_secs: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mapping: Option<String>,
+    #[serde(default)]
+    events: BTreeMap<String, EventRule>,
+    #[serde(default = "default_api_base")]
+    api_base: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    api_key: Option<String>,
+    #[serde(default = "default_api_timeout")]
+    api_timeout_ms: u64,
+    #[serde(default = "default_api_rate")]
+    api_rate_per_sec: f64,
+    #[serde(default = "default_api_retry")]
+    api_retry: RetryPolicy,
+}
+
+fn default_api_base() -> String {
+    ProviderApiSettings::default().base
+}
+
+fn default_api_timeout() -> u64 {
+    ProviderApiSettings::default().timeout_ms
+}
+
+fn default_api_rate() -> f64 {
+    ProviderApiSettings::default().rate_per_sec
+}
+
+fn default_api_retry() -> RetryPolicy {
+    ProviderApiSettings::default().retry
+}
+
+impl From<ProviderTable> for ProviderSettings {
+    fn from(t: ProviderTable) -> Self {
+        ProviderSettings {
+            name: t.name,
+            scheme: t.scheme,
+            secrets: t.secrets,
+            tolerance_secs: t.tolerance_secs,
+            mapping: t.mapping,
+            events: t.events,
+            api: ProviderApiSettings {
+                base: t.api_base,
+                key: t.api_key,
+                timeout_ms: t.api_timeout_ms,
+                rate_per_sec: t.api_rate_per_sec,
+                retry: t.api_retry,
+            },
+        }
+    }
+}
+
+impl From<ProviderSettings> for ProviderTable {
+    fn from(p: ProviderSettings) -> Self {
+        ProviderTable {
+            name: p.name,
+            scheme: p.scheme,
+            secrets: p.secrets,
+            tolerance_secs: p.tolerance_secs,
+            mapping: p.mapping,
+            events: p.events,
+            api_base: p.api.base,
+            api_key: p.api.key,
+            api_timeout_ms: p.api.timeout_ms,
+            api_rate_per_sec: p.api.rate_per_sec,
+            api_retry: p.api.retry,
+        }
+    }
 }
 
 fn default_tolerance() -> u64 {
@@ -79,6 +205,7 @@ impl std::fmt::Debug for ProviderSettings {
             .field("tolerance_secs", &self.tolerance_secs)
             .field("mapping", &self.mapping)
             .field("events", &self.events)
+            .field("api", &self.api)
             .finish()
     }
 }
@@ -651,6 +778,23 @@ impl Settings {
             self.processor.claim_batch >= 1 && self.processor.events_per_transaction != Some(0),
             "processor.claim_batch and processor.events_per_transaction must be at least 1"
         );
+        for p in &self.providers {
+            anyhow::ensure!(
+                p.api.rate_per_sec.is_finite() && p.api.rate_per_sec > 0.0,
+                "provider {}: api_rate_per_sec must be a positive number",
+                p.name
+            );
+            anyhow::ensure!(
+                p.api.timeout_ms >= 1 && p.api.retry.max_attempts >= 1,
+                "provider {}: api_timeout_ms and api_retry.max_attempts must be at least 1",
+                p.name
+            );
+            anyhow::ensure!(
+                p.api.base.starts_with("http://") || p.api.base.starts_with("https://"),
+                "provider {}: api_base must be an http:// or https:// URL",
+                p.name
+            );
+        }
         let r = &self.retention;
         anyhow::ensure!(
             r.dead_letter_days > r.inbox_days && r.dead_letter_days > r.outbox_days,
@@ -686,6 +830,10 @@ impl Settings {
         s.database_url = redact_url(&s.database_url);
         for p in &mut s.providers {
             p.secrets = p.secrets.iter().map(|_| REDACTED.to_string()).collect();
+            p.api.base = redact_url(&p.api.base);
+            if let Some(key) = &mut p.api.key {
+                *key = REDACTED.into();
+            }
         }
         for sink in s.sinks.values_mut() {
             match &mut sink.kind {
@@ -753,6 +901,7 @@ impl Settings {
             tolerance_secs: default_tolerance(),
             mapping: None,
             events: BTreeMap::new(),
+            api: ProviderApiSettings::default(),
         });
         Ok(Some(DevSecret {
             secret,
@@ -1069,6 +1218,11 @@ occurred_at = ["/timestamp"]
                 tolerance_secs: 300,
                 mapping: None,
                 events: BTreeMap::new(),
+                api: ProviderApiSettings {
+                    base: "https://apiuser:basePW@api.example/".into(),
+                    key: Some("sk_test_apiKEY".into()),
+                    ..ProviderApiSettings::default()
+                },
             }],
             ..Settings::default()
         };
@@ -1115,6 +1269,8 @@ occurred_at = ["/timestamp"]
             "urlTOKEN",
             "sinkSECRET",
             "smtpPASSWORD",
+            "apiKEY",
+            "basePW",
         ] {
             assert!(!shown.contains(secret), "{secret} shown: {shown}");
         }

@@ -74,6 +74,7 @@ fn provider() -> ProviderSettings {
         tolerance_secs: 300,
         mapping: None,
         events: extra.events,
+        api: Default::default(),
     }
 }
 

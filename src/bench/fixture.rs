@@ -170,6 +170,7 @@ pub fn server_settings(
         tolerance_secs: 300,
         mapping: None,
         events: BTreeMap::new(),
+        api: Default::default(),
     }];
     s.receiver.enabled = receiver;
     s.processor.enabled = processor;

@@ -277,6 +277,7 @@ mod tests {
                 tolerance_secs: 300,
                 mapping: None,
                 events: Default::default(),
+                api: Default::default(),
             }],
             ..Default::default()
         };

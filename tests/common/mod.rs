@@ -178,6 +178,7 @@ pub fn providers() -> Vec<ProviderSettings> {
             tolerance_secs: 300,
             mapping: None,
             events: Default::default(),
+            api: Default::default(),
         },
         ProviderSettings {
             name: "acme".into(),
@@ -186,6 +187,7 @@ pub fn providers() -> Vec<ProviderSettings> {
             tolerance_secs: 300,
             mapping: None,
             events: Default::default(),
+            api: Default::default(),
         },
     ]
 }

@@ -1,0 +1,19 @@
+//! The provider's API, as Stripe defines it: one client for Stripe itself and for
+//! `oncehook simulate` (nothing here knows which). Lists are paged the Stripe way
+//! (`limit`, `starting_after`, `has_more`); 429 (with `Retry-After`), 5xx, 408, 409 and
+//! timeouts retry under the provider's `RetryPolicy`; requests are paced under its rate
+//! limit. The API key travels only in the `Authorization` header: no error, log line or
+//! `Debug` output shows it.
+
+mod client;
+mod error;
+pub mod objects;
+
+pub use client::{ApiClient, EventQuery, ForwardPager, Pager};
+pub use error::ApiError;
+pub use objects::{
+    Charge, CreateRefund, Dispute, Event, EventData, Expandable, HasId, List, PaymentIntent, Refund,
+};
+
+/// Stripe's ceiling for `limit` on every list.
+pub const MAX_PAGE: u32 = 100;

@@ -1,0 +1,137 @@
+//! `oncehook serve --demo`: the simulator in the same process, posting to oncehook's own
+//! webhook URL, its API configured as the `stripe` provider's `api_base`, at a gentle rate
+//! with some of every fault, so a fresh dashboard fills with realistic traffic within a
+//! minute (received events, duplicates, refunds, disputes, dead letters).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::run::{Options, Simulation};
+use super::scenario::{Faults, Scenario};
+use super::sender::Target;
+use super::ApiFaults;
+use crate::config::Settings;
+use crate::signature::SchemeKind;
+
+/// The demo's orders and the real time they take: about 9 orders a second in the first
+/// two minutes, their refunds and disputes over the fifteen.
+const ORDERS: usize = 1_200;
+const DURATION: Duration = Duration::from_secs(15 * 60);
+
+/// What `prepare` set up before the server starts.
+pub struct Prepared {
+    listener: tokio::net::TcpListener,
+    api_key: String,
+    secret: String,
+    pub api_url: String,
+}
+
+/// The demo's API key, generated once into the data directory (mode 0600), like the
+/// development signing secret.
+fn api_key(data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join("demo-api-key");
+    match std::fs::read_to_string(&path) {
+        Ok(key) if key.trim().len() >= 24 => Ok(key.trim().to_string()),
+        Ok(_) => anyhow::bail!(
+            "{} holds a short key; delete it to generate a new one",
+            path.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            use std::io::Write;
+            let key = super::cli::generated_key();
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options
+                .open(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            file.write_all(key.as_bytes())?;
+            file.sync_all()?;
+            Ok(key)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Points the `stripe` provider's API at the demo's simulator (on a free loopback port)
+/// with the demo's key. Call after `ensure_dev_provider`, before the server starts.
+pub async fn prepare(settings: &mut Settings) -> anyhow::Result<Prepared> {
+    crate::config::create_private_dir(&settings.data_dir)?;
+    let key = api_key(&settings.data_dir)?;
+    let provider = settings
+        .providers
+        .iter_mut()
+        .find(|p| p.name == "stripe" && p.scheme == SchemeKind::Stripe)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--demo needs a provider named \"stripe\" with the stripe scheme (or no providers configured)"
+            )
+        })?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let api_url = format!("http://{}", listener.local_addr()?);
+    provider.api.base = api_url.clone();
+    provider.api.key = Some(key.clone());
+    Ok(Prepared {
+        listener,
+        api_key: key,
+        secret: provider.secrets[0].clone(),
+        api_url,
+    })
+}
+
+/// Some of every fault, gently: enough to see each on the dashboard, not so much that the
+/// demo looks broken.
+pub fn scenario() -> Scenario {
+    let mut s = Scenario::builtin("chaos").expect("chaos is built in");
+    s.faults = Faults {
+        duplicate: 0.1,
+        two_types: 0.4,
+        delay: 0.1,
+        max_delay_ms: 3_000,
+        resend: 0.02,
+        drop: 0.01,
+        ungenerated: 0.005,
+        legacy_version: 0.01,
+    };
+    s.api = ApiFaults {
+        rate_429: 0.02,
+        rate_5xx: 0.02,
+        ..ApiFaults::default()
+    };
+    s
+}
+
+/// Starts the simulator's API and its run against `webhook_url`; both end with the process.
+pub async fn start(prepared: Prepared, webhook_url: String) -> anyhow::Result<()> {
+    let sim = Simulation::new(Options {
+        seed: rand::random(),
+        orders: ORDERS,
+        duration: DURATION,
+        scenario_name: "demo".into(),
+        scenario: scenario(),
+        start: None,
+        database: "sqlite::memory:".into(),
+        api_key: prepared.api_key,
+        target: Some(Target {
+            url: webhook_url,
+            scheme: SchemeKind::Stripe,
+            secret: prepared.secret,
+        }),
+    })
+    .await?;
+    tokio::spawn(super::serve_api(
+        sim.shared.clone(),
+        prepared.listener,
+        std::future::pending(),
+    ));
+    tokio::spawn(async move {
+        match sim.run(&|_, _| {}).await {
+            Ok(()) => tracing::info!("demo: the simulated run has finished; its API keeps serving"),
+            Err(e) => tracing::error!(error = %e, "demo: the simulated run stopped"),
+        }
+    });
+    Ok(())
+}
