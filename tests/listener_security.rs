@@ -12,8 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use common::binary::Binary;
-use common::fixtures::*;
-use common::{Kind, TestApp, TestDb, STRIPE_SECRET};
+use common::{Kind, TestApp, TestDb};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -85,22 +84,7 @@ async fn still_open(streams: &mut [TcpStream]) -> usize {
 }
 
 async fn signed_payment(http: &reqwest::Client, base: &str, i: usize) -> reqwest::Result<u16> {
-    let body = payment_intent_succeeded(
-        &format!("evt_listen_{i}"),
-        &format!("pi_listen_{i}"),
-        &format!("order-listen-{i}"),
-        100,
-        T10_00,
-    )
-    .to_string();
-    let sig = oncehook::signature::stripe::sign(STRIPE_SECRET, common::now_secs(), body.as_bytes());
-    let r = http
-        .post(format!("{base}/webhooks/stripe"))
-        .header("stripe-signature", sig)
-        .body(body)
-        .send()
-        .await?;
-    Ok(r.status().as_u16())
+    common::binary::post_payment(http, base, "listen", i).await
 }
 
 async fn a_body_sent_a_byte_at_a_time_is_cut_off_at_the_body_deadline(kind: Kind) {

@@ -6,8 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::binary::Binary;
-use common::fixtures::*;
-use common::{Kind, TestApp, TestDb, WriteLock, STRIPE_SECRET};
+use common::{Kind, TestApp, TestDb, WriteLock};
 
 both!(
     json_logs_are_one_object_per_line_even_for_forged_provider_names,
@@ -42,22 +41,7 @@ fn the_dashboard_is_never_exposed_beyond_loopback_without_sign_in() {
 }
 
 async fn post_payment(http: &reqwest::Client, base: &str, i: usize) -> reqwest::Result<u16> {
-    let body = payment_intent_succeeded(
-        &format!("evt_edge_{i}"),
-        &format!("pi_edge_{i}"),
-        &format!("order-edge-{i}"),
-        100,
-        T10_00,
-    )
-    .to_string();
-    let sig = oncehook::signature::stripe::sign(STRIPE_SECRET, common::now_secs(), body.as_bytes());
-    let r = http
-        .post(format!("{base}/webhooks/stripe"))
-        .header("stripe-signature", sig)
-        .body(body)
-        .send()
-        .await?;
-    Ok(r.status().as_u16())
+    common::binary::post_payment(http, base, "edge", i).await
 }
 
 async fn json_logs_are_one_object_per_line_even_for_forged_provider_names(kind: Kind) {

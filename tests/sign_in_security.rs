@@ -163,7 +163,10 @@ async fn sign_in_and_password_forms_have_a_small_body_limit(kind: Kind) {
     let huge = "y".repeat(64 * 1024);
     for (path, form) in [
         (app::api::Search::PATH, vec![("text", huge.as_str())]),
-        (app::api::LoadEvent::PATH, vec![("id", "1"), ("pad", huge.as_str())]),
+        (
+            app::api::LoadEvent::PATH,
+            vec![("id", "1"), ("pad", huge.as_str())],
+        ),
     ] {
         let (status, body) = app.post_form(path, &cookie, None, &form).await;
         assert_eq!(status, 413, "{path}: {body}");

@@ -112,3 +112,29 @@ impl Drop for Binary {
         }
     }
 }
+
+/// A new payment (`evt_{tag}_{i}` for order `order-{tag}-{i}`), signed with the test
+/// secret and posted to `base`'s Stripe webhook: the answer's status.
+pub async fn post_payment(
+    http: &reqwest::Client,
+    base: &str,
+    tag: &str,
+    i: usize,
+) -> reqwest::Result<u16> {
+    let body = super::fixtures::payment_intent_succeeded(
+        &format!("evt_{tag}_{i}"),
+        &format!("pi_{tag}_{i}"),
+        &format!("order-{tag}-{i}"),
+        100,
+        super::fixtures::T10_00,
+    )
+    .to_string();
+    let sig = oncehook::signature::stripe::sign(STRIPE_SECRET, super::now_secs(), body.as_bytes());
+    let r = http
+        .post(format!("{base}/webhooks/stripe"))
+        .header("stripe-signature", sig)
+        .body(body)
+        .send()
+        .await?;
+    Ok(r.status().as_u16())
+}
