@@ -75,6 +75,16 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::api::cli::TokenCommand,
     },
+    /// Rebuild every order's status and totals from its facts and report each order that
+    /// differs, and each ledger entry without its outbox message. Exit status 2 when
+    /// anything is found (1 when the check could not run).
+    Verify {
+        #[arg(long)]
+        json: bool,
+        /// Findings listed (all are counted).
+        #[arg(long, default_value_t = crate::verify::LIST_LIMIT)]
+        limit: usize,
+    },
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -369,6 +379,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             Ok(())
+        }
+        Command::Verify { json, limit } => {
+            let settings = cli.common.settings(None)?;
+            let db = open(&settings).await?;
+            let mut options = crate::verify::Options::new(&settings, crate::store::now_ms());
+            options.list_limit = limit;
+            let report = crate::verify::run(&db, &options).await?;
+            // Recorded like the periodic job's run, so the overview shows this check too.
+            crate::store::verify::record(&db, &report.record("cli")).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", crate::verify::render_text(&report));
+            }
+            if report.is_clean() {
+                Ok(())
+            } else {
+                Err(crate::verify::DriftFound {
+                    drifting_orders: report.drifting_orders,
+                    missing_messages: report.missing_messages,
+                }
+                .into())
+            }
         }
         Command::Migrate => {
             let settings = cli.common.settings(None)?;

@@ -19,5 +19,6 @@ pub mod retry;
 pub mod server;
 pub mod signature;
 pub mod store;
+pub mod verify;
 pub mod web;
 pub mod worker;
