@@ -16,7 +16,32 @@ both!(
     an_untouched_database_has_no_drift,
     a_tampered_order_is_reported_with_what_its_facts_give,
     a_ledger_entry_without_its_outbox_message_is_reported,
+    the_periodic_check_shows_on_the_overview_and_in_metrics,
 );
+
+#[test]
+fn the_check_interval_loads_from_the_toml_a_user_writes() {
+    let load = |text: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("oncehook.toml");
+        std::fs::write(&file, text).unwrap();
+        oncehook::config::Settings::load(Some(&file), &Default::default())
+    };
+    assert_eq!(load("").unwrap().verify.interval_minutes, 60, "the default");
+    let five = load("[verify]\ninterval_minutes = 5\n").unwrap();
+    assert_eq!(
+        oncehook::verify::job::interval(&five),
+        Some(std::time::Duration::from_secs(300))
+    );
+    let off = load("[verify]\ninterval_minutes = 0\n").unwrap();
+    assert_eq!(
+        oncehook::verify::job::interval(&off),
+        None,
+        "0 turns the job off"
+    );
+    let typo = load("[verify]\ninterval_minute = 5\n").unwrap_err();
+    assert!(format!("{typo:#}").contains("interval_minute"), "{typo:#}");
+}
 
 /// `oncehook verify --json` against the app's database: exit status and the report.
 fn verify(app: &TestApp) -> (i32, Value) {
@@ -147,6 +172,107 @@ async fn a_ledger_entry_without_its_outbox_message_is_reported(kind: Kind) {
             "order_id": "order-v", "entry": "refund", "resource_id": "re_v",
             "effect_key": key, "topic": "refund.recorded"
         }])
+    );
+    app.shutdown().await;
+}
+
+/// Waits (bounded) for a recorded run that `accept`s.
+async fn wait_for_run(
+    db: &oncehook::store::Db,
+    accept: impl Fn(&oncehook::store::verify::RunRecord) -> bool,
+) -> oncehook::store::verify::RunRecord {
+    for _ in 0..400 {
+        if let Some(run) = oncehook::store::verify::last_run(db).await.unwrap() {
+            if accept(&run) {
+                return run;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("no such consistency check recorded within 10 s");
+}
+
+/// The value of one unlabelled series in `/metrics`.
+async fn metric(app: &TestApp, name: &str) -> Option<f64> {
+    let text = app
+        .http
+        .get(format!("{}/metrics", app.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .map(|v| v.parse().unwrap())
+}
+
+async fn the_periodic_check_shows_on_the_overview_and_in_metrics(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let mut app = TestApp::spawn_with(kind, |s| {
+        s.processor.enabled = false;
+        s.outbox.relay.enabled = false;
+        s.verify.interval_minutes = 60;
+    })
+    .await;
+    // No run recorded yet: the job runs at start, on the empty database.
+    let first = wait_for_run(&app.db, |r| r.source == "serve").await;
+    assert_eq!((first.orders_checked, first.drifting_orders), (0, 0));
+    let viewer = app.sign_in("vera", app::backend::Role::Viewer).await;
+    let (status, html) = app.page("/", &viewer).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("id=\"kpi-drift\""), "{html}");
+    assert!(html.contains("drift: 0 orders, checked "), "{html}");
+    assert_eq!(
+        metric(&app, "oncehook_verify_drifting_orders").await,
+        Some(0.0)
+    );
+
+    fill(&app).await;
+    exec(
+        &app,
+        "UPDATE orders SET status = 'refunded', amount_refunded = 5000 WHERE order_id = 'order-v'",
+    )
+    .await;
+    // Within the interval nothing runs again; an hour later (the run aged) a restarted
+    // server's job finds the run due at once.
+    exec(
+        &app,
+        "UPDATE verify_runs SET finished_at = finished_at - 3600000",
+    )
+    .await;
+    app.server.take().unwrap().shutdown().await.unwrap();
+    let server = oncehook::server::start(app.settings.clone()).await.unwrap();
+    app.url = server.url();
+    app.db = server.db.clone();
+    app.server = Some(server);
+    let run = wait_for_run(&app.db, |r| r.orders_checked == 2).await;
+    assert_eq!((run.drifting_orders, run.missing_messages), (1, 0));
+    assert_eq!(run.sample, vec!["order-v".to_string()]);
+
+    let viewer = app.sign_in("victor", app::backend::Role::Viewer).await;
+    let (_, html) = app.page("/", &viewer).await;
+    assert!(html.contains("drift: 1 order, checked "), "{html}");
+    assert!(
+        html.contains("id=\"kpi-drift\" class=\"kpi kpi-bad\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("href=\"/orders/order-v\""),
+        "links to the drifting order: {html}"
+    );
+    assert_eq!(
+        metric(&app, "oncehook_verify_drifting_orders").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&app, "oncehook_verify_orders_checked").await,
+        Some(2.0)
+    );
+    assert_eq!(
+        metric(&app, "oncehook_verify_missing_messages").await,
+        Some(0.0)
     );
     app.shutdown().await;
 }

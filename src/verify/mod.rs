@@ -9,6 +9,7 @@
 //! them all.
 
 pub mod check;
+pub mod job;
 
 use std::collections::HashMap;
 use std::time::Instant;
