@@ -17,6 +17,7 @@ both!(
     a_tampered_order_is_reported_with_what_its_facts_give,
     a_ledger_entry_without_its_outbox_message_is_reported,
     the_periodic_check_shows_on_the_overview_and_in_metrics,
+    a_check_beside_live_processing_sees_no_half_written_order,
 );
 
 #[test]
@@ -82,6 +83,8 @@ async fn exec(app: &TestApp, sql: &str) -> u64 {
 }
 
 async fn an_untouched_database_has_no_drift(kind: Kind) {
+    // This binary renders pages (below): no test server runs beside a render.
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let (code, empty) = verify(&app);
     assert_eq!((code, &empty["orders_checked"]), (0, &Value::from(0)));
@@ -98,6 +101,8 @@ async fn an_untouched_database_has_no_drift(kind: Kind) {
 }
 
 async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
+    // This binary renders pages (below): no test server runs beside a render.
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     fill(&app).await;
     let changed = exec(
@@ -146,6 +151,8 @@ async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
 }
 
 async fn a_ledger_entry_without_its_outbox_message_is_reported(kind: Kind) {
+    // This binary renders pages (below): no test server runs beside a render.
+    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     fill(&app).await;
     let key: String = sqlx::query_scalar(
@@ -274,5 +281,81 @@ async fn the_periodic_check_shows_on_the_overview_and_in_metrics(kind: Kind) {
         metric(&app, "oncehook_verify_missing_messages").await,
         Some(0.0)
     );
+    app.shutdown().await;
+}
+
+/// The processor writes an order's facts, ledger, messages and row in one transaction; the
+/// check reads each page in one snapshot, so it never compares a row from before a commit
+/// with facts from after it. Refunds are processed while checks run back to back.
+async fn a_check_beside_live_processing_sees_no_half_written_order(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let app = TestApp::spawn_with(kind, |s| {
+        s.outbox.relay.enabled = false;
+        s.processor.poll_interval_ms = 5;
+    })
+    .await;
+    const ORDERS: usize = 120;
+    for i in 0..ORDERS {
+        let pay = payment_intent_succeeded(
+            &format!("evt_l_pay_{i}"),
+            &format!("pi_l_{i}"),
+            &format!("order-l-{i:03}"),
+            5_000,
+            T10_00,
+        );
+        assert_eq!(app.post_stripe(&pay).await.status(), 200);
+    }
+    app.wait_until_processed().await;
+    let traffic = {
+        let (url, http) = (app.url.clone(), app.http.clone());
+        tokio::spawn(async move {
+            for i in 0..ORDERS {
+                let body = refund_created(
+                    &format!("evt_l_re_{i}"),
+                    &format!("pi_l_{i}"),
+                    &format!("re_l_{i}"),
+                    1_000,
+                    T10_00 + 60,
+                )
+                .to_string();
+                let t = common::now_secs();
+                let sig =
+                    oncehook::signature::stripe::sign(common::STRIPE_SECRET, t, body.as_bytes());
+                let r = http
+                    .post(format!("{url}/webhooks/stripe"))
+                    .header("stripe-signature", sig)
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+            }
+        })
+    };
+    let mut runs = 0;
+    loop {
+        let done = traffic.is_finished();
+        let mut options = oncehook::verify::Options::new(&app.settings, oncehook::store::now_ms());
+        // Small pages: more page boundaries for a commit to fall between.
+        options.page_size = 7;
+        let report = oncehook::verify::run(&app.db, &options).await.unwrap();
+        assert_eq!(report.orders_checked, ORDERS as i64);
+        assert!(
+            report.is_clean(),
+            "run {runs}: {}",
+            oncehook::verify::render_text(&report)
+        );
+        runs += 1;
+        if done {
+            break;
+        }
+    }
+    traffic.await.unwrap();
+    app.wait_until_processed().await;
+    let refunded = app
+        .count("SELECT COUNT(*) FROM orders WHERE status = 'partially_refunded'")
+        .await;
+    assert_eq!(refunded, ORDERS as i64, "the refunds were processed");
+    assert!(runs > 1, "checks ran while refunds were processed");
     app.shutdown().await;
 }
