@@ -2,7 +2,10 @@
 //! over HTTP, then `oncehook verify --json` run as the real binary. An untouched database has
 //! no drift; an order whose stored status and totals were changed behind the processor's
 //! back, a lost ledger entry and a ledger entry whose outbox message was deleted are each
-//! reported with what the facts say, and the exit status tells a cron job.
+//! reported with what the facts say, and the exit status tells a cron job. Entries whose
+//! topic goes to no sink, or older than outbox retention, need no message. Checks beside
+//! live processing see no half-written order. The periodic job's result is on the rendered
+//! overview and in `/metrics`; its interval loads from the TOML a user writes.
 
 mod common;
 
@@ -18,6 +21,7 @@ both!(
     a_ledger_entry_without_its_outbox_message_is_reported,
     the_periodic_check_shows_on_the_overview_and_in_metrics,
     a_check_beside_live_processing_sees_no_half_written_order,
+    entries_whose_topic_goes_to_no_sink_need_no_message,
 );
 
 #[test]
@@ -46,11 +50,12 @@ fn the_check_interval_loads_from_the_toml_a_user_writes() {
 
 /// `oncehook verify --json` against the app's database: exit status and the report.
 fn verify(app: &TestApp) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_oncehook"))
-        .args(["verify", "--json", "--database-url", &app.db_handle.url])
-        .env_remove("ONCEHOOK_CONFIG")
-        .output()
-        .unwrap();
+    verify_with(app, &[])
+}
+
+/// The same with more arguments (`--limit`, `--config`).
+fn verify_with(app: &TestApp, args: &[&str]) -> (i32, Value) {
+    let out = run(app, &["--json"], args);
     let code = out.status.code().expect("exited");
     let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -60,6 +65,17 @@ fn verify(app: &TestApp) -> (i32, Value) {
         )
     });
     (code, report)
+}
+
+fn run(app: &TestApp, format: &[&str], args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .arg("verify")
+        .args(format)
+        .args(args)
+        .args(["--database-url", &app.db_handle.url])
+        .env_remove("ONCEHOOK_CONFIG")
+        .output()
+        .unwrap()
 }
 
 /// Two orders through real webhooks: one paid and partly refunded, one only paid.
@@ -130,6 +146,19 @@ async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
     // The ledger agrees with the facts: it is the cache that drifted.
     assert_eq!(drift["ledger"]["refunded"], 2_000);
     assert_eq!(drift["ledger"]["missing_entries"], Value::Array(vec![]));
+    // As a person reads it.
+    let text = run(&app, &[], &[]);
+    assert_eq!(text.status.code(), Some(2));
+    let text = String::from_utf8(text.stdout).unwrap();
+    for line in [
+        "order order-v: status, totals differ",
+        "  stored: refunded paid 5000 refunded 5000 disputed 0",
+        "  facts:  partially_refunded paid 5000 refunded 2000 disputed 0",
+        "checked 2 orders in ",
+        ": 1 drifting, 0 ledger entries without their outbox message",
+    ] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
 
     // A ledger entry lost: the facts still call for it.
     exec(
@@ -147,6 +176,11 @@ async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
         w["ledger"]["missing_entries"],
         serde_json::json!([{"entry": "payment", "resource_id": "pi_w", "counted": 1_200}])
     );
+    // Listed up to --limit, all counted.
+    let (code, report) = verify_with(&app, &["--limit", "1"]);
+    assert_eq!((code, &report["drifting_orders"]), (2, &Value::from(2)));
+    assert_eq!(report["orders"].as_array().unwrap().len(), 1);
+    assert_eq!(report["truncated"], true);
     app.shutdown().await;
 }
 
@@ -180,6 +214,43 @@ async fn a_ledger_entry_without_its_outbox_message_is_reported(kind: Kind) {
             "effect_key": key, "topic": "refund.recorded"
         }])
     );
+    // Recorded before retention.outbox_days (30): its delivered message may have been
+    // pruned, so it is not missing.
+    exec(
+        &app,
+        &format!(
+            "UPDATE order_ledger SET recorded_at = recorded_at - {} WHERE effect_key = '{key}'",
+            31 * 86_400_000i64
+        ),
+    )
+    .await;
+    let (code, report) = verify(&app);
+    assert_eq!((code, &report["missing_messages"]), (0, &Value::from(0)));
+    app.shutdown().await;
+}
+
+async fn entries_whose_topic_goes_to_no_sink_need_no_message(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let app = TestApp::spawn_with(kind, |s| {
+        s.processor.enabled = false;
+        s.outbox.relay.enabled = false;
+        s.outbox.sinks = vec![];
+    })
+    .await;
+    fill(&app).await;
+    assert_eq!(app.count("SELECT COUNT(*) FROM outbox").await, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("oncehook.toml");
+    std::fs::write(&config, "[outbox]\nsinks = []\n").unwrap();
+    let (code, report) = verify_with(&app, &["--config", config.to_str().unwrap()]);
+    assert_eq!(
+        (code, &report["missing_messages"]),
+        (0, &Value::from(0)),
+        "{report:#}"
+    );
+    // With the default routing (everything to `log`) the same ledger lacks 3 messages.
+    let (code, report) = verify(&app);
+    assert_eq!((code, &report["missing_messages"]), (2, &Value::from(3)));
     app.shutdown().await;
 }
 
