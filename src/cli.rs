@@ -76,8 +76,8 @@ pub enum Command {
         command: crate::api::cli::TokenCommand,
     },
     /// Rebuild every order's status and totals from its facts and report each order that
-    /// differs, and each ledger entry without its outbox message. Exit status 2 when
-    /// anything is found (1 when the check could not run).
+    /// differs, and each ledger entry without its outbox message. Exit status 3 when
+    /// anything is found (1 when the check could not run, 2 for a usage error).
     Verify {
         #[arg(long)]
         json: bool,

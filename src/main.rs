@@ -32,7 +32,7 @@ async fn main() -> std::process::ExitCode {
         // Drift is the check's answer, not a failure to run it (`oncehook verify`).
         Err(error) if error.is::<oncehook::verify::DriftFound>() => {
             eprintln!("{error}");
-            std::process::ExitCode::from(2)
+            std::process::ExitCode::from(oncehook::verify::DriftFound::EXIT_STATUS)
         }
         Err(error) => {
             eprintln!("error: {error:#}");

@@ -128,7 +128,7 @@ async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
     .await;
     assert_eq!(changed, 1);
     let (code, report) = verify(&app);
-    assert_eq!(code, 2, "drift is exit status 2: {report:#}");
+    assert_eq!(code, 3, "drift is exit status 3: {report:#}");
     assert_eq!(
         (&report["orders_checked"], &report["drifting_orders"]),
         (&Value::from(2), &Value::from(1))
@@ -148,7 +148,7 @@ async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
     assert_eq!(drift["ledger"]["missing_entries"], Value::Array(vec![]));
     // As a person reads it.
     let text = run(&app, &[], &[]);
-    assert_eq!(text.status.code(), Some(2));
+    assert_eq!(text.status.code(), Some(3));
     let text = String::from_utf8(text.stdout).unwrap();
     for line in [
         "order order-v: status, totals differ",
@@ -167,7 +167,7 @@ async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
     )
     .await;
     let (code, report) = verify(&app);
-    assert_eq!((code, &report["drifting_orders"]), (2, &Value::from(2)));
+    assert_eq!((code, &report["drifting_orders"]), (3, &Value::from(2)));
     let w = &report["orders"][1];
     assert_eq!(w["order_id"], "order-w");
     assert_eq!(w["differs"], serde_json::json!(["ledger"]));
@@ -178,7 +178,7 @@ async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
     );
     // Listed up to --limit, all counted.
     let (code, report) = verify_with(&app, &["--limit", "1"]);
-    assert_eq!((code, &report["drifting_orders"]), (2, &Value::from(2)));
+    assert_eq!((code, &report["drifting_orders"]), (3, &Value::from(2)));
     assert_eq!(report["orders"].as_array().unwrap().len(), 1);
     assert_eq!(report["truncated"], true);
     app.shutdown().await;
@@ -202,7 +202,7 @@ async fn a_ledger_entry_without_its_outbox_message_is_reported(kind: Kind) {
     .await;
     assert_eq!(deleted, 1, "one message per entry, to the default sink");
     let (code, report) = verify(&app);
-    assert_eq!(code, 2, "{report:#}");
+    assert_eq!(code, 3, "{report:#}");
     assert_eq!(
         (&report["drifting_orders"], &report["missing_messages"]),
         (&Value::from(0), &Value::from(1))
@@ -250,7 +250,7 @@ async fn entries_whose_topic_goes_to_no_sink_need_no_message(kind: Kind) {
     );
     // With the default routing (everything to `log`) the same ledger lacks 3 messages.
     let (code, report) = verify(&app);
-    assert_eq!((code, &report["missing_messages"]), (2, &Value::from(3)));
+    assert_eq!((code, &report["missing_messages"]), (3, &Value::from(3)));
     app.shutdown().await;
 }
 

@@ -111,13 +111,17 @@ impl Report {
     }
 }
 
-/// `oncehook verify` found drift: the binary exits with status 2 (1 is an error), so a cron
-/// job can tell "inconsistent" from "could not check".
+/// `oncehook verify` found drift: the binary exits with `EXIT_STATUS` (1 is an error, 2 a
+/// usage error from clap), so a cron job can tell "inconsistent" from "could not check".
 #[derive(Debug, thiserror::Error)]
 #[error("drift found: {drifting_orders} orders, {missing_messages} ledger entries without their outbox message")]
 pub struct DriftFound {
     pub drifting_orders: i64,
     pub missing_messages: i64,
+}
+
+impl DriftFound {
+    pub const EXIT_STATUS: u8 = 3;
 }
 
 /// Checks every order, page by page.
