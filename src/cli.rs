@@ -82,6 +82,16 @@ pub enum Command {
     /// A Stripe-compatible provider in the box: signed webhooks with real faults, a
     /// Stripe-shaped API, and the truth to check oncehook against.
     Simulate(crate::simulator::cli::SimulateArgs),
+    /// Rebuild every order's status and totals from its facts and report each order that
+    /// differs, and each ledger entry without its outbox message. Exit status 3 when
+    /// anything is found (1 when the check could not run, 2 for a usage error).
+    Verify {
+        #[arg(long)]
+        json: bool,
+        /// Findings listed (all are counted).
+        #[arg(long, default_value_t = crate::verify::LIST_LIMIT)]
+        limit: usize,
+    },
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -392,6 +402,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             Ok(())
+        }
+        Command::Verify { json, limit } => {
+            let settings = cli.common.settings(None)?;
+            let db = open(&settings).await?;
+            let mut options = crate::verify::Options::new(&settings, crate::store::now_ms());
+            options.list_limit = limit;
+            let report = crate::verify::run(&db, &options).await?;
+            // Recorded like the periodic job's run, so the overview shows this check too.
+            crate::store::verify::record(&db, &report.record("cli")).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", crate::verify::render_text(&report));
+            }
+            if report.is_clean() {
+                Ok(())
+            } else {
+                Err(crate::verify::DriftFound {
+                    drifting_orders: report.drifting_orders,
+                    missing_messages: report.missing_messages,
+                }
+                .into())
+            }
         }
         Command::Migrate => {
             let settings = cli.common.settings(None)?;

@@ -43,6 +43,8 @@ pub struct Settings {
     pub dead_letters: DeadLetterSettings,
     pub alerts: AlertSettings,
     pub retention: RetentionSettings,
+    /// The periodic consistency check (src/verify/).
+    pub verify: VerifySettings,
     /// Dashboard sign-in and sessions (see src/auth/).
     pub dashboard: crate::auth::DashboardSettings,
 }
@@ -638,6 +640,15 @@ pub struct RetentionSettings {
     pub interval_secs: u64,
 }
 
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySettings {
+    /// `serve` runs the check of `oncehook verify` this often, in minutes, and keeps the
+    /// result for the overview and `/metrics`; 0 turns it off. With several instances on
+    /// one database the newest recorded run counts for all of them.
+    pub interval_minutes: u64,
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -710,6 +721,9 @@ impl Default for Settings {
                 dead_letter_days: 180,
                 interval_secs: 3_600,
             },
+            verify: VerifySettings {
+                interval_minutes: 60,
+            },
             dashboard: crate::auth::DashboardSettings::default(),
         }
     }
@@ -724,7 +738,7 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
 }
 
-const TOP_LEVEL_KEYS: [&str; 16] = [
+const TOP_LEVEL_KEYS: [&str; 17] = [
     "database_url",
     "data_dir",
     "listen",
@@ -740,6 +754,7 @@ const TOP_LEVEL_KEYS: [&str; 16] = [
     "dead_letters",
     "alerts",
     "retention",
+    "verify",
     "dashboard",
 ];
 

@@ -21,5 +21,6 @@ pub mod server;
 pub mod signature;
 pub mod simulator;
 pub mod store;
+pub mod verify;
 pub mod web;
 pub mod worker;

@@ -29,6 +29,11 @@ async fn main() -> std::process::ExitCode {
     }
     match oncehook::cli::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // Drift is the check's answer, not a failure to run it (`oncehook verify`).
+        Err(error) if error.is::<oncehook::verify::DriftFound>() => {
+            eprintln!("{error}");
+            std::process::ExitCode::from(oncehook::verify::DriftFound::EXIT_STATUS)
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             std::process::ExitCode::FAILURE

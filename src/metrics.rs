@@ -1,7 +1,8 @@
 //! Prometheus metrics (`/metrics` on the admin listener). Counters and the latency
 //! histogram are recorded where things happen (receiver, processor after its commit,
 //! relay) through the `metrics` facade; backlog and dead-letter gauges are read from the
-//! database at scrape time, so they are right even for work other instances did.
+//! database at scrape time, so they are right even for work other instances did; so is the
+//! newest consistency check's result (src/verify/).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -98,6 +99,23 @@ fn describe() {
     );
     describe_gauge!("oncehook_dead_letters_open", "Open dead letters");
     describe_gauge!(
+        "oncehook_verify_drifting_orders",
+        "Orders whose stored status, totals or ledger differ from their facts, at the newest consistency check"
+    );
+    describe_gauge!(
+        "oncehook_verify_missing_messages",
+        "Ledger entries without their outbox message, at the newest consistency check"
+    );
+    describe_gauge!(
+        "oncehook_verify_orders_checked",
+        "Orders the newest consistency check compared"
+    );
+    describe_gauge!(
+        "oncehook_verify_last_run_age_seconds",
+        Unit::Seconds,
+        "Age of the newest consistency check (absent until one has run)"
+    );
+    describe_gauge!(
         "oncehook_dead_letters_oldest_open_age_seconds",
         Unit::Seconds,
         "Age of the oldest open dead letter (0 when none)"
@@ -153,5 +171,12 @@ pub async fn render(handle: &PrometheusHandle, db: &Db) -> anyhow::Result<String
     gauge!("oncehook_outbox_oldest_waiting_age_seconds").set(age_secs(outbox_oldest, now));
     gauge!("oncehook_dead_letters_open").set(open as f64);
     gauge!("oncehook_dead_letters_oldest_open_age_seconds").set(age_secs(oldest_open, now));
+    // Absent until a check has run: 0 drift would claim a check that never happened.
+    if let Some(run) = crate::store::verify::last_run(db).await? {
+        gauge!("oncehook_verify_drifting_orders").set(run.drifting_orders as f64);
+        gauge!("oncehook_verify_missing_messages").set(run.missing_messages as f64);
+        gauge!("oncehook_verify_orders_checked").set(run.orders_checked as f64);
+        gauge!("oncehook_verify_last_run_age_seconds").set(age_secs(Some(run.finished_at), now));
+    }
     Ok(handle.render())
 }

@@ -181,6 +181,12 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
             shutdown.clone(),
         ));
     }
+    // The consistency check (`verify.interval_minutes`), its result on the overview.
+    background.extend(crate::verify::job::spawn(
+        db.clone(),
+        settings.clone(),
+        shutdown.clone(),
+    ));
     background.push(spawn_rollup_writer(db.clone(), shutdown.clone()));
     // The instance's heartbeat stops after the workers (it is awaited in order).
     background.push(crate::store::instances::spawn_heartbeat(

@@ -6,7 +6,8 @@
 //! to four concurrent workers, and all at once to a worker committing eight events per
 //! transaction. Each time the database must hold exactly the model's facts: totals per kind,
 //! status, one ledger entry per fact and reversal, one outbox message per entry, status
-//! messages that form a chain ending in the model's status, nothing dead-lettered.
+//! messages that form a chain ending in the model's status, nothing dead-lettered; and
+//! `oncehook verify` finds no drift.
 
 mod common;
 
@@ -540,6 +541,23 @@ impl Harness {
     }
 }
 
+impl Harness {
+    /// `oncehook verify` over every order so far: the processor's projection, rebuilt from
+    /// the facts, is what it stored, and every ledger entry has its message.
+    async fn verify_finds_nothing(&self) -> Result<(), String> {
+        let settings = Settings::default();
+        let options = oncehook::verify::Options::new(&settings, oncehook::store::now_ms());
+        let report = oncehook::verify::run(&self.db, &options).await.unwrap();
+        if report.orders_checked == 0 || !report.is_clean() {
+            return Err(format!(
+                "verify: {}",
+                oncehook::verify::render_text(&report)
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn stamp_order(e: &Ev) -> (i64, i64) {
     (e.at_s, e.seq.unwrap_or(0))
 }
@@ -588,6 +606,7 @@ fn permutations(kind: Kind) {
             for o in &orders {
                 out.push(harness.check(o, &expected).await);
             }
+            out.push(harness.verify_finds_nothing().await);
             out
         });
         for r in results {

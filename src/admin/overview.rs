@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use app::backend::{MoneyMoved, Overview, OverviewPoint, Range};
+use app::backend::{DriftCheck, MoneyMoved, Overview, OverviewPoint, Range};
 
 use crate::store::read::rfc3339;
 use crate::store::rollup::{self, latency_metric, minute_of, LATENCY_BOUNDS_MS};
@@ -39,6 +39,16 @@ pub async fn overview(db: &Db, range: Range) -> anyhow::Result<Overview> {
     o.backlog_oldest_age_secs = age(backlog_oldest);
     o.dlq_open = dlq_open;
     o.dlq_oldest_age_secs = age(dlq_oldest);
+    o.drift = crate::store::verify::last_run(db)
+        .await?
+        .map(|run| DriftCheck {
+            checked_at: rfc3339(run.finished_at),
+            age_secs: ((now - run.finished_at) / 1000).max(0),
+            orders_checked: run.orders_checked,
+            drifting_orders: run.drifting_orders,
+            missing_messages: run.missing_messages,
+            sample: run.sample,
+        });
     Ok(o)
 }
 
@@ -158,6 +168,7 @@ pub fn summarize(
         backlog_oldest_age_secs: None,
         dlq_open: 0,
         dlq_oldest_age_secs: None,
+        drift: None,
         money: money.into_values().collect(),
         by_type: top(by_type),
         by_provider: top(by_provider),

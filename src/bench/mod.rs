@@ -16,6 +16,7 @@ mod recovery;
 mod report;
 mod soak;
 mod sys;
+mod verify;
 mod watch;
 
 use std::path::PathBuf;
@@ -83,6 +84,9 @@ pub struct BenchArgs {
     /// Deliveries per second in the soak step (a fifth of them redeliveries).
     #[arg(long, default_value_t = 300)]
     pub soak_rate: u64,
+    /// Orders for the verify step [default: 1000000; 20000 with --quick].
+    #[arg(long)]
+    pub verify_orders: Option<i64>,
     /// Where the SQLite files go [default: the system temp directory]. Use a directory on
     /// the disk you care about: fsync cost is most of the SQLite numbers.
     #[arg(long)]
@@ -115,6 +119,9 @@ pub enum Step {
     /// Not in the default run: the real binary under steady traffic for `--soak-secs`, its
     /// resident memory sampled every second (does it grow?).
     Soak,
+    /// Not in the default run: `oncehook verify` (its own process) on `--verify-orders`
+    /// orders and on a tenth of them: wall time and peak resident memory.
+    Verify,
 }
 
 /// Ingest concurrency levels.
@@ -140,6 +147,7 @@ struct Ctx {
     dashboard_events: i64,
     soak_secs: u64,
     soak_rate: u64,
+    verify_orders: i64,
 }
 
 /// One ingest level.
@@ -263,6 +271,7 @@ pub struct DbResults {
     pub recovery: Option<recovery::Recovery>,
     pub dashboard: Option<dashboard::DashboardRun>,
     pub soak: Option<soak::Soak>,
+    pub verify: Option<verify::VerifyBench>,
     pub diagnostics: Vec<diagnose::StoreRun>,
     pub rss_peak_kb: u64,
     /// Unauthenticated requests with 10,000 signature candidates: how fast they are refused.
@@ -324,6 +333,7 @@ impl DbResults {
             recovery: None,
             dashboard: None,
             soak: None,
+            verify: None,
             diagnostics: vec![],
             rss_peak_kb: 0,
             refusal: None,
@@ -419,6 +429,9 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
         rss_peak: Arc::new(AtomicU64::new(0)),
         soak_secs: args.soak_secs.unwrap_or(if quick { 30 } else { 300 }),
         soak_rate: args.soak_rate,
+        verify_orders: args
+            .verify_orders
+            .unwrap_or(if quick { 20_000 } else { 1_000_000 }),
         dashboard_events: args
             .dashboard_events
             .unwrap_or(if quick { 50_000 } else { 1_000_000 }),
@@ -826,6 +839,35 @@ async fn bench_database(
             soak.effects
         ));
         r.soak = Some(soak);
+    }
+
+    if on(Step::Verify) {
+        let orders = ctx.verify_orders;
+        progress(format!(
+            "{label}: oncehook verify on {orders} orders (seeded in SQL) and on a tenth of them"
+        ));
+        let db = fixtures.fresh(kind, "verify").await?;
+        let bench = verify::measure(&db, orders).await?;
+        for run in &bench.runs {
+            progress(format!(
+                "  {} orders: {:.1} s, peak RSS {} KiB, {} drifting, {} missing messages{}",
+                run.orders,
+                run.elapsed.as_secs_f64(),
+                run.peak_kb,
+                run.drifting,
+                run.missing,
+                if run.ok {
+                    ""
+                } else {
+                    " — NOT WHAT WAS PLANTED"
+                }
+            ));
+        }
+        progress(format!(
+            "  seeded in {:.1} s; load average {}",
+            bench.seed_secs, bench.load
+        ));
+        r.verify = Some(bench);
     }
 
     if on(Step::Diagnose) {

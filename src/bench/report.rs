@@ -446,6 +446,22 @@ fn render_db(o: &mut String, r: &DbResults) {
             mark(s.ok())
         );
     }
+    if let Some(v) = &r.verify {
+        for run in &v.runs {
+            let _ = writeln!(
+                o,
+                "| `oncehook verify` on {} orders | {:.1} s | | | | {} orders/s; peak RSS {} (VmHWM of its own process); {} drifting, {} missing messages — {}; load average {} |",
+                thousands(run.orders as f64),
+                run.elapsed.as_secs_f64(),
+                thousands(run.orders as f64 / run.elapsed.as_secs_f64().max(1e-9)),
+                mib(run.peak_kb),
+                run.drifting,
+                run.missing,
+                if run.ok { "as planted" } else { "CHECK FAILED" },
+                v.load
+            );
+        }
+    }
     if let Some(c) = &r.recovery {
         let _ = writeln!(
             o,

@@ -130,7 +130,7 @@ const GUARDED_UPDATE: &str = "UPDATE order_facts SET state = $4, class = $5, at_
              (sequence IS NOT NULL AND $7 IS NOT NULL AND sequence <> $7 AND sequence < $7) \
              OR ((sequence IS NULL OR $7 IS NULL OR sequence = $7) AND rank < $8))))))";
 
-fn fact_row(row: AnyRow) -> anyhow::Result<Fact> {
+pub(crate) fn fact_row(row: AnyRow) -> anyhow::Result<Fact> {
     let kind: String = row.try_get("kind")?;
     let state: String = row.try_get("state")?;
     Ok(Fact {
@@ -151,7 +151,7 @@ fn fact_row(row: AnyRow) -> anyhow::Result<Fact> {
     })
 }
 
-const FACT_COLUMNS: &str =
+pub(crate) const FACT_COLUMNS: &str =
     "kind, resource_id, parent_ref, state, at_ms, sequence, rank, amount, money_seen, canceled_at";
 
 /// Every fact of an order.
@@ -174,19 +174,20 @@ pub async fn load_entries(conn: &mut AnyConnection, order_id: &str) -> anyhow::R
     .bind(order_id)
     .fetch_all(&mut *conn)
     .await?;
-    rows.into_iter()
-        .map(|row| {
-            let kind: String = row.try_get(0)?;
-            Ok(Entry {
-                kind: EntryKind::parse(&kind)
-                    .ok_or_else(|| anyhow::anyhow!("unknown ledger entry {kind:?}"))?,
-                resource_id: row.try_get(1)?,
-                group: row.try_get(2)?,
-                amount: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
-                counted: row.try_get(4)?,
-            })
-        })
-        .collect()
+    rows.into_iter().map(entry_row).collect()
+}
+
+/// A ledger row whose first columns are `entry, external_ref, group_ref, amount, counted`.
+pub(crate) fn entry_row(row: AnyRow) -> anyhow::Result<Entry> {
+    let kind: String = row.try_get(0)?;
+    Ok(Entry {
+        kind: EntryKind::parse(&kind)
+            .ok_or_else(|| anyhow::anyhow!("unknown ledger entry {kind:?}"))?,
+        resource_id: row.try_get(1)?,
+        group: row.try_get(2)?,
+        amount: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
+        counted: row.try_get(4)?,
+    })
 }
 
 /// The order row as it was before this event, read under its row lock.

@@ -16,6 +16,7 @@ pub mod rollup;
 pub mod tokens;
 pub mod triage;
 pub mod users;
+pub mod verify;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -204,6 +204,8 @@ pub fn settings(db: &TestDb) -> Settings {
     // Retries wait long enough that a test sees them waiting; `make_due` skips the wait.
     s.processor.retry.base_ms = 60_000;
     s.retention.enabled = false;
+    // The consistency check writes its result at start; tests that want it turn it on.
+    s.verify.interval_minutes = 0;
     s
 }
 

@@ -81,6 +81,22 @@ pub struct MoneyMoved {
     pub disputed: i64,
 }
 
+/// The newest consistency check (`oncehook verify` or serve's periodic job): orders whose
+/// stored status or totals differ from what their facts give.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct DriftCheck {
+    /// RFC 3339, UTC: when the run finished.
+    pub checked_at: String,
+    pub age_secs: i64,
+    pub orders_checked: i64,
+    pub drifting_orders: i64,
+    /// Ledger entries without their outbox message.
+    pub missing_messages: i64,
+    /// The first drifting order ids (at most 10).
+    pub sample: Vec<String>,
+}
+
 /// "Is the payment integration healthy?" on one page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
@@ -103,6 +119,8 @@ pub struct Overview {
     pub backlog_oldest_age_secs: Option<i64>,
     pub dlq_open: i64,
     pub dlq_oldest_age_secs: Option<i64>,
+    /// `None` until a check has run.
+    pub drift: Option<DriftCheck>,
     pub money: Vec<MoneyMoved>,
     /// Most frequent first.
     pub by_type: Vec<(String, i64)>,

@@ -3,7 +3,7 @@
 //! per-minute rollups, so the page costs the same at a million events.
 
 use crate::api::load_overview;
-use crate::backend::{Overview, Range};
+use crate::backend::{order_href, DriftCheck, Overview, Range};
 use crate::charts::{BarChart, Series};
 use crate::components::ErrorPanel;
 use crate::format::{age, money, short_timestamp, thousands};
@@ -80,6 +80,54 @@ fn Kpi(
             {note.map(|n| view! { <dd class="kpi-note">{n}</dd> })}
         </div>
     }
+}
+
+fn orders(n: i64) -> String {
+    format!(
+        "{} {}",
+        thousands(n),
+        if n == 1 { "order" } else { "orders" }
+    )
+}
+
+/// "drift: 0 orders, checked 5 min ago": the newest consistency check, with links to the
+/// first drifting orders when there are any.
+#[component]
+fn DriftKpi(check: Option<DriftCheck>) -> impl IntoView {
+    let Some(c) = check else {
+        return Either::Left(view! {
+            <div class="kpi" id="kpi-drift">
+                <dt>"Consistency"</dt>
+                <dd>"not checked yet"</dd>
+                <dd class="kpi-note">"oncehook verify, or serve every verify.interval_minutes"</dd>
+            </div>
+        });
+    };
+    let bad = c.drifting_orders > 0 || c.missing_messages > 0;
+    let summary = format!(
+        "drift: {}, checked {} ago",
+        orders(c.drifting_orders),
+        age(c.age_secs)
+    );
+    let note = format!(
+        "{} checked; {} without their outbox message",
+        orders(c.orders_checked),
+        thousands(c.missing_messages)
+    );
+    Either::Right(view! {
+        <div class=if bad { "kpi kpi-bad" } else { "kpi" } id="kpi-drift">
+            <dt>"Consistency"</dt>
+            <dd><span title=c.checked_at>{summary}</span></dd>
+            <dd class="kpi-note">{note}</dd>
+            {(!c.sample.is_empty()).then(|| view! {
+                <dd class="kpi-note drift-orders">
+                    {c.sample.into_iter().map(|id| view! {
+                        <a class="mono" href=order_href(&id)>{id.clone()}</a>" "
+                    }).collect_view()}
+                </dd>
+            })}
+        </div>
+    })
 }
 
 #[component]
@@ -160,6 +208,7 @@ fn OverviewView(o: Overview) -> impl IntoView {
                 note=o.dlq_oldest_age_secs.map(|a| format!("oldest {}", age(a))).unwrap_or_else(|| "none".into())
                 bad={o.dlq_open > 0}/>
             <Kpi id="kpi-signatures" label="Signature failures" value=thousands(o.signature_failures) bad={o.signature_failures > 0}/>
+            <DriftKpi check=o.drift.clone()/>
         </dl>
         <section class="panel charts">
             <BarChart id="chart-traffic" title=format!("Deliveries {per}") unit="events" labels=labels.clone() series=traffic/>
