@@ -45,6 +45,9 @@ pub struct Settings {
     pub retention: RetentionSettings,
     /// Dashboard sign-in and sessions (see src/auth/).
     pub dashboard: crate::auth::DashboardSettings,
+    /// Set by `serve --demo`, never by a file: the dashboard then shows a "demo data" badge.
+    #[serde(skip)]
+    pub demo: bool,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -711,6 +714,7 @@ impl Default for Settings {
                 interval_secs: 3_600,
             },
             dashboard: crate::auth::DashboardSettings::default(),
+            demo: false,
         }
     }
 }
@@ -974,6 +978,7 @@ impl std::fmt::Debug for Settings {
             .field("dead_letters", &s.dead_letters)
             .field("alerts", &s.alerts)
             .field("retention", &s.retention)
+            .field("demo", &s.demo)
             .finish()
     }
 }

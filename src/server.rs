@@ -211,6 +211,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 db: db.clone(),
                 dashboard: None,
                 access: None,
+                demo: settings.demo,
             });
             let admin_router = web::router(WebParts {
                 webhooks: None,
@@ -218,6 +219,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 db: db.clone(),
                 dashboard,
                 access: Some(access),
+                demo: settings.demo,
             });
             let (a, task) = listen(settings.listen, webhook_router, &settings, &shutdown).await?;
             addr = a;
@@ -233,6 +235,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 db: db.clone(),
                 dashboard,
                 access: Some(access),
+                demo: settings.demo,
             });
             let (a, task) = listen(settings.listen, router, &settings, &shutdown).await?;
             addr = a;
