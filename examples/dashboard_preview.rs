@@ -93,7 +93,8 @@ async fn main() -> std::io::Result<()> {
         must_change_password: false,
         source: None,
     };
-    let router = dashboard_router(backend, site_root.clone()).layer(axum::Extension(viewer));
+    // Sample data, but not `serve --demo`'s: no "demo data" badge.
+    let router = dashboard_router(backend, site_root.clone(), false).layer(axum::Extension(viewer));
 
     let listener = tokio::net::TcpListener::bind(addr).await?;
     println!(

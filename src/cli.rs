@@ -316,6 +316,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }) {
         Command::Serve { listen, demo } => {
             let mut settings = cli.common.settings(listen)?;
+            settings.demo = demo;
             let dev_secret = settings.ensure_dev_provider()?;
             let demo = match demo {
                 true => Some(crate::simulator::demo::prepare(&mut settings).await?),

@@ -47,6 +47,9 @@ pub struct Settings {
     pub verify: VerifySettings,
     /// Dashboard sign-in and sessions (see src/auth/).
     pub dashboard: crate::auth::DashboardSettings,
+    /// Set by `serve --demo`, never by a file: the dashboard then shows a "demo data" badge.
+    #[serde(skip)]
+    pub demo: bool,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -725,6 +728,7 @@ impl Default for Settings {
                 interval_minutes: 60,
             },
             dashboard: crate::auth::DashboardSettings::default(),
+            demo: false,
         }
     }
 }
@@ -989,6 +993,7 @@ impl std::fmt::Debug for Settings {
             .field("dead_letters", &s.dead_letters)
             .field("alerts", &s.alerts)
             .field("retention", &s.retention)
+            .field("demo", &s.demo)
             .finish()
     }
 }

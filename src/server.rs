@@ -217,6 +217,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 db: db.clone(),
                 dashboard: None,
                 access: None,
+                demo: settings.demo,
             });
             let admin_router = web::router(WebParts {
                 webhooks: None,
@@ -224,6 +225,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 db: db.clone(),
                 dashboard,
                 access: Some(access),
+                demo: settings.demo,
             });
             let (a, task) = listen(settings.listen, webhook_router, &settings, &shutdown).await?;
             addr = a;
@@ -239,6 +241,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 db: db.clone(),
                 dashboard,
                 access: Some(access),
+                demo: settings.demo,
             });
             let (a, task) = listen(settings.listen, router, &settings, &shutdown).await?;
             addr = a;

@@ -1,29 +1,41 @@
 //! `oncehook serve --demo` (the real binary): within 60 s of a fresh start the database
 //! behind the overview holds received events, duplicate deliveries, a dead letter and a
-//! refunded order, and a signed-in person gets the overview.
+//! refunded order, a signed-in person gets the overview, and every page's top bar says
+//! "demo data"; a server started without `--demo` says nothing of the kind.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
+use common::{Kind, TestDb};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_demo_fills_the_dashboard_within_a_minute() {
-    let _turn = common::dashboard_turn().await;
-    let dir = tempfile::tempdir().unwrap();
-    let db_url = format!("sqlite://{}", dir.path().join("oncehook.db").display());
-    let data_dir = dir.path().join("data");
+both!(
+    serve_demo_fills_the_dashboard_within_a_minute,
+    serve_without_demo_shows_no_demo_badge,
+);
+
+/// The real binary, `serve` on a free port with its data directory in `data_dir`, plus
+/// `--demo` when asked; returns it with the dashboard URL it printed and the lines it
+/// printed up to the last one `serve` prints before running.
+async fn serve(
+    db: &TestDb,
+    data_dir: &std::path::Path,
+    demo: bool,
+) -> (tokio::process::Child, String, Vec<String>) {
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database-url",
+        &db.url,
+    ];
+    if demo {
+        args.push("--demo");
+    }
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_oncehook"))
-        .args([
-            "serve",
-            "--demo",
-            "--listen",
-            "127.0.0.1:0",
-            "--database-url",
-            &db_url,
-        ])
-        .env("ONCEHOOK_DATA_DIR", &data_dir)
+        .args(&args)
+        .env("ONCEHOOK_DATA_DIR", data_dir)
         .env("ONCEHOOK_RETENTION__ENABLED", "false")
         .env_remove("ONCEHOOK_CONFIG")
         .stdout(std::process::Stdio::piped())
@@ -31,25 +43,107 @@ async fn serve_demo_fills_the_dashboard_within_a_minute() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let started = Instant::now();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
     let mut url = None;
-    let mut demo_line = None;
     while let Some(line) = lines.next_line().await.unwrap() {
         if let Some(rest) = line.trim().strip_prefix("dashboard: ") {
             url = Some(rest.trim_end_matches('/').to_string());
         }
-        if line.contains("simulated Stripe traffic") {
-            demo_line = Some(line.clone());
+        // `database:` comes last without the demo, `demo:` last with it.
+        let last = line.contains(if demo { "demo:" } else { "database:" });
+        printed.push(line);
+        if last {
             break;
         }
     }
-    let url = url.expect("the dashboard URL is printed");
-    assert!(demo_line.unwrap().contains("/webhooks/stripe"));
     // Keep reading stdout so the server never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url.expect("the dashboard URL is printed"), printed)
+}
 
-    let db = oncehook::store::Db::connect(&db_url).await.unwrap();
+/// A viewer added to the database, signed in through the form; the session cookie.
+async fn sign_in_viewer(db: &oncehook::store::Db, url: &str) -> String {
+    let passwords = oncehook::auth::password::Passwords::new(1).await.unwrap();
+    oncehook::auth::admin::add_user(
+        db,
+        &passwords,
+        "viewer",
+        common::TEST_PASSWORD,
+        app::backend::Role::Viewer,
+        "test",
+    )
+    .await
+    .unwrap();
+    let signed_in = http()
+        .post(format!("{url}/auth/sign-in"))
+        .header("Origin", url)
+        .header("Sec-Fetch-Site", "same-origin")
+        .form(&[
+            ("username", "viewer"),
+            ("password", common::TEST_PASSWORD),
+            ("next", "/"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 303);
+    signed_in
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with(&format!("{}=", oncehook::auth::SESSION_COOKIE)))
+        .and_then(|c| c.split(';').next())
+        .unwrap()
+        .to_string()
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A page's status and its top bar (`<header class="topbar">…</header>`) as the server
+/// rendered it.
+async fn top_bar(url: &str, path: &str, cookie: Option<&str>) -> (u16, String) {
+    let mut request = http().get(format!("{url}{path}"));
+    if let Some(cookie) = cookie {
+        request = request.header(reqwest::header::COOKIE, cookie);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let page = response.text().await.unwrap();
+    let start = page
+        .find("<header class=\"topbar\"")
+        .unwrap_or_else(|| panic!("{path} has a top bar:\n{page}"));
+    let end = start + page[start..].find("</header>").expect("the top bar ends");
+    (status, page[start..end].to_string())
+}
+
+/// The badge as the top bar renders it: its element and its words.
+fn shows_demo_badge(top_bar: &str) -> bool {
+    top_bar.contains("id=\"demo-badge\"") && top_bar.contains(">demo data<")
+}
+
+async fn serve_demo_fills_the_dashboard_within_a_minute(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let test_db = TestDb::new(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let started = Instant::now();
+    let (mut child, url, printed) = serve(&test_db, &data_dir, true).await;
+    let demo_line = printed
+        .iter()
+        .find(|l| l.contains("simulated Stripe traffic"));
+    assert!(
+        demo_line.is_some_and(|l| l.contains("/webhooks/stripe")),
+        "{printed:?}"
+    );
+
+    let db = oncehook::store::Db::connect(&test_db.url).await.unwrap();
     let (mut events, mut duplicates, mut dead, mut refunded) = (0, 0, 0, 0);
     while started.elapsed() < Duration::from_secs(60) {
         events = common::count(&db, "SELECT COUNT(*) FROM inbox_events").await;
@@ -69,51 +163,18 @@ async fn serve_demo_fills_the_dashboard_within_a_minute() {
         started.elapsed()
     );
 
-    // The overview, as a signed-in viewer gets it.
-    let passwords = oncehook::auth::password::Passwords::new(1).await.unwrap();
-    oncehook::auth::admin::add_user(
-        &db,
-        &passwords,
-        "viewer",
-        common::TEST_PASSWORD,
-        app::backend::Role::Viewer,
-        "test",
-    )
-    .await
-    .unwrap();
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let signed_in = http
-        .post(format!("{url}/auth/sign-in"))
-        .header("Origin", &url)
-        .header("Sec-Fetch-Site", "same-origin")
-        .form(&[
-            ("username", "viewer"),
-            ("password", common::TEST_PASSWORD),
-            ("next", "/"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(signed_in.status(), 303);
-    let cookie = signed_in
-        .headers()
-        .get_all(reqwest::header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with(&format!("{}=", oncehook::auth::SESSION_COOKIE)))
-        .and_then(|c| c.split(';').next())
-        .unwrap()
-        .to_string();
-    let overview = http
-        .get(format!("{url}/"))
-        .header(reqwest::header::COOKIE, cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(overview.status(), 200);
+    // Before signing in, the sign-in page already says the data is made up.
+    let (status, bar) = top_bar(&url, "/sign-in", None).await;
+    assert_eq!(status, 200);
+    assert!(shows_demo_badge(&bar), "sign-in top bar: {bar}");
+
+    // The overview, as a signed-in viewer gets it, and every other page the top bar leads to.
+    let cookie = sign_in_viewer(&db, &url).await;
+    for path in ["/", "/events", "/dlq", "/settings"] {
+        let (status, bar) = top_bar(&url, path, Some(&cookie)).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(shows_demo_badge(&bar), "{path} top bar: {bar}");
+    }
 
     // The demo's API key lives in the data directory, readable by the owner only.
     let key = data_dir.join("demo-api-key");
@@ -127,6 +188,30 @@ async fn serve_demo_fills_the_dashboard_within_a_minute() {
             std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
             0o600
         );
+    }
+    child.kill().await.unwrap();
+}
+
+async fn serve_without_demo_shows_no_demo_badge(kind: Kind) {
+    let _turn = common::dashboard_turn().await;
+    let test_db = TestDb::new(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url, printed) = serve(&test_db, &dir.path().join("data"), false).await;
+    assert!(!printed.iter().any(|l| l.contains("demo:")), "{printed:?}");
+    let (status, bar) = top_bar(&url, "/sign-in", None).await;
+    assert_eq!(status, 200);
+    assert!(bar.contains("oncehook"), "the top bar rendered: {bar}");
+    assert!(!bar.contains("demo"), "sign-in top bar: {bar}");
+    let db = oncehook::store::Db::connect(&test_db.url).await.unwrap();
+    let cookie = sign_in_viewer(&db, &url).await;
+    for path in ["/", "/events"] {
+        let (status, bar) = top_bar(&url, path, Some(&cookie)).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(
+            bar.contains("signed-in-user"),
+            "{path} top bar rendered: {bar}"
+        );
+        assert!(!bar.contains("demo"), "{path} top bar: {bar}");
     }
     child.kill().await.unwrap();
 }

@@ -126,6 +126,18 @@ pub async fn current_user() -> Result<Option<Principal>, AppError> {
     Ok(principal())
 }
 
+/// Whether this server runs `serve --demo`, as the dashboard router provides it.
+#[cfg(feature = "ssr")]
+#[derive(Clone, Copy, Debug)]
+pub struct DemoFlag(pub bool);
+
+/// Whether the data is the demo's (the top bar's "demo data" badge). Says nothing about
+/// the data, so it needs no sign-in: the sign-in page shows the badge too.
+#[server]
+pub async fn demo_mode() -> Result<bool, AppError> {
+    Ok(use_context::<DemoFlag>().is_some_and(|demo| demo.0))
+}
+
 #[cfg(feature = "ssr")]
 fn dlq_query(
     id: Option<i64>,

@@ -1,6 +1,6 @@
 //! Pieces shared by the pages: the top bar, status badges and the error panel.
 
-use crate::api::current_user;
+use crate::api::{current_user, demo_mode};
 use crate::error::AppError;
 use crate::format::{ago, epoch_ms, short_timestamp, status_class};
 use leptos::prelude::*;
@@ -14,6 +14,7 @@ pub fn TopBar() -> impl IntoView {
                 <span class="brand-mark" aria-hidden="true">"1"</span>
                 "oncehook"
             </a>
+            <DemoBadge/>
             <nav class="mainnav" aria-label="Main">
                 <A href="/">"Overview"</A>
                 <A href="/events">"Inbox"</A>
@@ -28,6 +29,26 @@ pub fn TopBar() -> impl IntoView {
             </form>
             <UserMenu/>
         </header>
+    }
+}
+
+/// "demo data" beside the brand when the server runs `serve --demo`, so nobody takes the
+/// simulator's orders for real ones. Resolved while the server renders, so the hydrated
+/// page reads the same answer and never calls the server for it.
+#[component]
+fn DemoBadge() -> impl IntoView {
+    let demo = Resource::new(|| (), |_| demo_mode());
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                demo.await.unwrap_or(false).then(|| view! {
+                    <span class="demo-badge" id="demo-badge"
+                        title="Simulated Stripe traffic from oncehook serve --demo: no real payments">
+                        "demo data"
+                    </span>
+                })
+            })}
+        </Suspense>
     }
 }
 

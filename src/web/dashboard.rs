@@ -32,7 +32,8 @@ pub fn public_paths(site_root: &std::path::Path) -> crate::auth::gate::PublicPat
 ///
 /// `site_root` holds `pkg/` as written by `scripts/build-frontend.sh`. When it is missing the
 /// pages still render on the server and work without JavaScript; they just aren't hydrated.
-pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf) -> Router {
+/// `demo` (`serve --demo`) puts a "demo data" badge in every page's top bar.
+pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf, demo: bool) -> Router {
     // Built in code, not read from Cargo.toml, so the binary runs from any directory.
     let mut options = LeptosOptions::builder()
         .output_name(OUTPUT_NAME)
@@ -52,6 +53,7 @@ pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf) -> R
     let raw_route = get(raw_body).with_state(backend.clone());
     let provide_backend = move || {
         provide_context(backend.clone());
+        provide_context(app::api::DemoFlag(demo));
         // The nonce of this response's CSP header (web::security_headers), so the inline
         // hydration scripts carry it.
         if let Some(nonce) = use_context::<axum::http::request::Parts>()
@@ -212,7 +214,7 @@ mod tests {
             must_change_password: false,
             source: None,
         };
-        let router = dashboard_router(backend, PathBuf::from("/nonexistent/site"))
+        let router = dashboard_router(backend, PathBuf::from("/nonexistent/site"), false)
             .layer(axum::Extension(viewer));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -21,6 +21,8 @@ pub struct WebParts {
     pub dashboard: Option<(Arc<dyn app::backend::AdminBackend>, std::path::PathBuf)>,
     /// Sign-in, sessions and CSRF protection around the dashboard (src/auth/).
     pub access: Option<crate::auth::Access>,
+    /// `serve --demo`: every dashboard page's top bar says "demo data".
+    pub demo: bool,
 }
 
 pub fn router(parts: WebParts) -> Router {
@@ -49,7 +51,7 @@ pub fn router(parts: WebParts) -> Router {
     }
     if let Some((backend, site_root)) = parts.dashboard {
         let public = dashboard::public_paths(&site_root);
-        let dashboard = dashboard::dashboard_router(backend, site_root);
+        let dashboard = dashboard::dashboard_router(backend, site_root, parts.demo);
         router = router.merge(match &parts.access {
             Some(access) => access.protect(dashboard, public),
             None => dashboard,
