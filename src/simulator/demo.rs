@@ -15,10 +15,12 @@ use super::ApiFaults;
 use crate::config::Settings;
 use crate::signature::SchemeKind;
 
-/// The demo's orders and the real time they take: about 9 orders a second in the first
-/// two minutes, their refunds and disputes over the fifteen.
+/// The demo's orders and the real time their lives take: three simulated days of orders,
+/// refunds (1 h to 2 days after the payment) and disputes in five real minutes. Fifteen
+/// minutes left some first minutes without a fully refunded order (refunds came too late
+/// in real time); at five, a first minute sees a dozen or more.
 const ORDERS: usize = 1_200;
-const DURATION: Duration = Duration::from_secs(15 * 60);
+const DURATION: Duration = Duration::from_secs(5 * 60);
 
 /// What `prepare` set up before the server starts.
 pub struct Prepared {
