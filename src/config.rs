@@ -665,7 +665,7 @@ impl Default for Settings {
                 request_timeout_ms: 60_000,
                 max_connections: 512,
                 max_in_flight: 256,
-                max_connections_per_address: 64,
+                max_connections_per_address: 128,
                 trusted_proxies: vec![],
                 proxy_header: ProxyHeader::XForwardedFor,
             },
