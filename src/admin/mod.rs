@@ -509,20 +509,19 @@ impl AdminBackend for StoreBackend {
             .map(|r| r.trim().to_string())
             .filter(|r| !r.is_empty());
         // A bulk redrive shows its progress on the page while it runs; one item is instant.
-        let job = match query.id {
-            Some(_) => None,
-            None => Some(
-                redrive_jobs::start(&self.db, &who.name, &query.to_query_string(), now_ms())
-                    .await
-                    .map_err(backend_error("starting a bulk redrive"))?,
-            ),
-        };
+        // A bulk redrive records a job the page shows while it runs; one item is instant.
+        let job_query = query.id.is_none().then(|| query.to_query_string());
         // Its own task: a request that ends early (client gone, request timeout) does not
         // stop it halfway, and the job always gets its summary.
         let (db, providers, name) = (self.db.clone(), self.providers.clone(), who.name.clone());
         let source = who.source.clone();
         let filter = filter_of(&query);
+        // Spawned before any await: a request dropped at once still redrives everything.
         let results = tokio::spawn(async move {
+            let job = match job_query {
+                Some(q) => Some(redrive_jobs::start(&db, &name, &q, now_ms()).await?),
+                None => None,
+            };
             let actor = Actor {
                 name: &name,
                 reason: reason.as_deref(),
