@@ -315,6 +315,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         demo: false,
     }) {
         Command::Serve { listen, demo } => {
+            let stop = crate::server::StopSignal::install()?;
             let mut settings = cli.common.settings(listen)?;
             settings.demo = demo;
             let dev_secret = settings.ensure_dev_provider()?;
@@ -361,7 +362,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             {
                 announce_one_time_password(&settings, &password, &server.admin_url())?;
             }
-            server.run_until_signal().await
+            server.run_until(stop).await
         }
         Command::Bench(args) => crate::bench::run(args, &cli.common).await,
         Command::Simulate(args) => crate::simulator::cli::run(args).await,

@@ -46,11 +46,12 @@ impl RunningServer {
         self.wait().await
     }
 
-    /// Runs until the process is asked to stop (Ctrl-C / SIGTERM).
-    pub async fn run_until_signal(self) -> anyhow::Result<()> {
+    /// Runs until the process is asked to stop (Ctrl-C / SIGTERM), by handlers installed
+    /// before the server started: a stop asked for as soon as it is healthy is graceful too.
+    pub async fn run_until(self, stop: StopSignal) -> anyhow::Result<()> {
         let token = self.shutdown.clone();
         tokio::spawn(async move {
-            shutdown_signal().await;
+            stop.recv().await;
             info!("shutting down: finishing in-flight requests and events");
             token.cancel();
         });
@@ -99,16 +100,41 @@ fn spawn_rollup_writer(db: Db, shutdown: CancellationToken) -> tokio::task::Join
     })
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Ctrl-C or SIGTERM (a process manager's stop), with the handlers installed at once: until
+/// they are, either signal kills the process on the spot.
+pub struct StopSignal {
     #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignal {
+    pub fn install() -> anyhow::Result<StopSignal> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(StopSignal {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(StopSignal {})
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+
+    pub async fn recv(self) {
+        #[cfg(unix)]
+        {
+            let StopSignal {
+                mut interrupt,
+                mut terminate,
+            } = self;
+            tokio::select! { _ = interrupt.recv() => {}, _ = terminate.recv() => {} }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Connects, migrates, binds and starts every enabled part.

@@ -4,7 +4,7 @@
 mod common;
 
 use app::backend::Role;
-use common::{Kind, TestApp, TestDb};
+use common::{session_cookie, Kind, TestApp, TestDb};
 use oncehook::auth::{admin, password::Passwords, SESSION_COOKIE};
 use oncehook::store::users;
 use oncehook::store::Db;
@@ -41,16 +41,6 @@ async fn add_user(db: &Db, name: &str, role: Role) {
         .unwrap();
 }
 
-/// The session cookie's `name=value` from a response, if it set one.
-fn session_cookie(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with(&format!("{SESSION_COOKIE}=")))
-        .map(|c| c.split(';').next().unwrap().to_string())
-}
-
 fn set_cookie_header(headers: &HeaderMap) -> String {
     headers
         .get_all(SET_COOKIE)
@@ -75,11 +65,7 @@ async fn post_sign_in(
     user: &str,
     password: &str,
 ) -> reqwest::Response {
-    let mut request = client()
-        .post(format!("{}/auth/sign-in", app.url))
-        .header("Origin", &app.url)
-        .header("Sec-Fetch-Site", "same-origin")
-        .form(&[("username", user), ("password", password), ("next", "/")]);
+    let mut request = common::sign_in_request(&client(), &app.url, user, password);
     if let Some(cookie) = cookie {
         request = request.header(COOKIE, cookie);
     }

@@ -10,7 +10,6 @@ use std::process::Command;
 use common::fixtures::*;
 use common::{Kind, TestApp};
 use oncehook::store::{now_ms, tokens};
-use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 both!(
@@ -42,33 +41,6 @@ async fn token(app: &TestApp, name: &str, role: &str) -> String {
     .await
     .unwrap()
     .1
-}
-
-async fn get(app: &TestApp, path: &str, token: Option<&str>) -> (StatusCode, Value) {
-    let mut request = app.http.get(format!("{}{path}", app.url));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    let text = response.text().await.unwrap();
-    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text}"));
-    (status, body)
-}
-
-async fn post(app: &TestApp, path: &str, token: &str, body: &Value) -> (StatusCode, Value) {
-    let response = app
-        .http
-        .post(format!("{}{path}", app.url))
-        .bearer_auth(token)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    let text = response.text().await.unwrap();
-    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text}"));
-    (status, body)
 }
 
 /// An app whose "order not known yet" retries give up at the first attempt.
@@ -127,7 +99,7 @@ async fn a_token_reads_orders_events_and_the_overview(kind: Kind) {
     app.process().await;
     app.db.rollup().flush(&app.db).await.unwrap();
 
-    let (status, order) = get(&app, "/api/v1/orders/order-api", Some(&viewer)).await;
+    let (status, order) = app.api_get("/api/v1/orders/order-api", Some(&viewer)).await;
     assert_eq!(status, 200, "{order}");
     assert_eq!(order["status"], "partially_refunded");
     assert_eq!(
@@ -144,7 +116,9 @@ async fn a_token_reads_orders_events_and_the_overview(kind: Kind) {
         .starts_with("partially refunded"));
     assert!(!order["timeline"].as_array().unwrap().is_empty());
 
-    let (status, page) = get(&app, "/api/v1/events?order=order-api", Some(&viewer)).await;
+    let (status, page) = app
+        .api_get("/api/v1/events?order=order-api", Some(&viewer))
+        .await;
     assert_eq!(status, 200);
     let events = page["events"].as_array().unwrap();
     let ids: Vec<&str> = events
@@ -154,30 +128,31 @@ async fn a_token_reads_orders_events_and_the_overview(kind: Kind) {
     assert_eq!(ids, ["evt_api_refund", "evt_api_pay"], "newest first");
     assert_eq!(events[1]["deliveries"], 2);
     // Keyset paging: one per page walks both.
-    let (_, first) = get(
-        &app,
-        "/api/v1/events?order=order-api&limit=1",
-        Some(&viewer),
-    )
-    .await;
+    let (_, first) = app
+        .api_get("/api/v1/events?order=order-api&limit=1", Some(&viewer))
+        .await;
     let before = first["next_before"].as_i64().expect("a next page");
-    let (_, second) = get(
-        &app,
-        &format!("/api/v1/events?order=order-api&limit=1&before={before}"),
-        Some(&viewer),
-    )
-    .await;
+    let (_, second) = app
+        .api_get(
+            &format!("/api/v1/events?order=order-api&limit=1&before={before}"),
+            Some(&viewer),
+        )
+        .await;
     assert_eq!(second["events"][0]["event_id"], "evt_api_pay");
     assert_eq!(second["next_before"], Value::Null);
 
     let id = events[1]["id"].as_i64().unwrap();
-    let (status, event) = get(&app, &format!("/api/v1/events/{id}"), Some(&viewer)).await;
+    let (status, event) = app
+        .api_get(&format!("/api/v1/events/{id}"), Some(&viewer))
+        .await;
     assert_eq!(status, 200);
     assert_eq!(event["event_id"], "evt_api_pay");
     assert_eq!(event["deliveries"].as_array().unwrap().len(), 2);
     assert!(event["outcome"].as_str().unwrap().starts_with("applied"));
 
-    let (status, overview) = get(&app, "/api/v1/overview?range=24h", Some(&viewer)).await;
+    let (status, overview) = app
+        .api_get("/api/v1/overview?range=24h", Some(&viewer))
+        .await;
     assert_eq!(status, 200, "{overview}");
     assert_eq!(overview["range"], "Day");
     assert_eq!(
@@ -195,11 +170,15 @@ async fn a_token_reads_orders_events_and_the_overview(kind: Kind) {
         (&json!(4200), &json!(1200))
     );
 
-    let (status, missing) = get(&app, "/api/v1/orders/no-such-order", Some(&viewer)).await;
+    let (status, missing) = app
+        .api_get("/api/v1/orders/no-such-order", Some(&viewer))
+        .await;
     assert_eq!(status, 404);
     assert_eq!(missing["error"], "Not found");
     for odd in ["%00", "a%00b", "%1F"] {
-        let (status, _) = get(&app, &format!("/api/v1/orders/{odd}"), Some(&viewer)).await;
+        let (status, _) = app
+            .api_get(&format!("/api/v1/orders/{odd}"), Some(&viewer))
+            .await;
         assert_eq!(status, 404, "{odd}: a control character names no order");
     }
 
@@ -233,7 +212,7 @@ async fn no_token_or_a_dead_one_is_refused_with_401(kind: Kind) {
     .unwrap();
     let cookie = app.sign_in("alice", app::backend::Role::Admin).await;
 
-    let (status, _) = get(&app, "/api/v1/overview", Some(&live)).await;
+    let (status, _) = app.api_get("/api/v1/overview", Some(&live)).await;
     assert_eq!(status, 200);
     let long = "x".repeat(10_000);
     let last = if live.ends_with('A') { 'B' } else { 'A' };
@@ -295,10 +274,10 @@ async fn no_token_or_a_dead_one_is_refused_with_401(kind: Kind) {
         assert_eq!(status, want, "Authorization: {header}");
     }
     // An unknown API path is a JSON 404 behind the token, not the dashboard's sign-in page.
-    let (status, body) = get(&app, "/api/v1/nothing/here", Some(&live)).await;
+    let (status, body) = app.api_get("/api/v1/nothing/here", Some(&live)).await;
     assert_eq!(status, 404);
     assert!(body["error"].as_str().unwrap().contains("openapi.json"));
-    let (status, _) = get(&app, "/api/v1/nothing/here", None).await;
+    let (status, _) = app.api_get("/api/v1/nothing/here", None).await;
     assert_eq!(status, 401);
     app.shutdown().await;
 }
@@ -309,28 +288,30 @@ async fn a_viewer_token_may_dry_run_but_not_redrive_and_the_refusal_is_audited(k
     let orphan = orphan_refund(&app, 1).await;
     let before = common::snapshot(&app.db).await;
 
-    let (status, dry) = post(&app, "/api/v1/dead-letters/redrive", &viewer, &json!({})).await;
+    let (status, dry) = app
+        .api_post("/api/v1/dead-letters/redrive", &viewer, &json!({}))
+        .await;
     assert_eq!(status, 200, "{dry}");
     assert_eq!(dry["dry_run"], true, "a dry run unless told otherwise");
     assert_eq!(dry["matching"], 1);
     assert_eq!(dry["outcomes"][0]["event_id"], orphan.as_str());
 
-    let (status, refused) = post(
-        &app,
-        "/api/v1/dead-letters/redrive",
-        &viewer,
-        &json!({ "dry_run": false, "reason": "forged" }),
-    )
-    .await;
+    let (status, refused) = app
+        .api_post(
+            "/api/v1/dead-letters/redrive",
+            &viewer,
+            &json!({ "dry_run": false, "reason": "forged" }),
+        )
+        .await;
     assert_eq!(status, 403, "{refused}");
     assert!(refused["error"].as_str().unwrap().contains("operator"));
-    let (status, _) = post(
-        &app,
-        "/api/v1/dead-letters/1/discard",
-        &viewer,
-        &json!({ "reason": "forged" }),
-    )
-    .await;
+    let (status, _) = app
+        .api_post(
+            "/api/v1/dead-letters/1/discard",
+            &viewer,
+            &json!({ "reason": "forged" }),
+        )
+        .await;
     assert_eq!(status, 403);
 
     let after = common::snapshot(&app.db).await;
@@ -368,7 +349,7 @@ async fn an_operator_token_redrives_resolves_and_discards_with_audit_rows(kind: 
     .await;
     app.process().await;
 
-    let (status, page) = get(&app, "/api/v1/dead-letters", Some(&ops)).await;
+    let (status, page) = app.api_get("/api/v1/dead-letters", Some(&ops)).await;
     assert_eq!(status, 200);
     assert_eq!(page["open"], 3);
     let items: Vec<Value> = page["groups"]
@@ -388,56 +369,56 @@ async fn an_operator_token_redrives_resolves_and_discards_with_audit_rows(kind: 
         id_of("evt_api_orphan_3"),
     );
 
-    let (status, done) = post(
-        &app,
-        "/api/v1/dead-letters/redrive",
-        &ops,
-        &json!({ "id": one, "dry_run": false, "reason": "payment arrived" }),
-    )
-    .await;
+    let (status, done) = app
+        .api_post(
+            "/api/v1/dead-letters/redrive",
+            &ops,
+            &json!({ "id": one, "dry_run": false, "reason": "payment arrived" }),
+        )
+        .await;
     assert_eq!(status, 200, "{done}");
     assert_eq!(done["dry_run"], false);
     assert_eq!(done["outcomes"][0]["dead_letter_id"], one);
     app.process().await;
     assert_eq!(app.event_status(&first).await.0, "applied");
-    let (_, order) = get(&app, "/api/v1/orders/order-api-1", Some(&ops)).await;
+    let (_, order) = app.api_get("/api/v1/orders/order-api-1", Some(&ops)).await;
     assert_eq!(order["status"], "refunded");
 
-    let (status, missing_reason) = post(
-        &app,
-        &format!("/api/v1/dead-letters/{two}/resolve"),
-        &ops,
-        &json!({ "reason": "  " }),
-    )
-    .await;
+    let (status, missing_reason) = app
+        .api_post(
+            &format!("/api/v1/dead-letters/{two}/resolve"),
+            &ops,
+            &json!({ "reason": "  " }),
+        )
+        .await;
     assert_eq!(status, 422, "{missing_reason}");
-    let (status, resolved) = post(
-        &app,
-        &format!("/api/v1/dead-letters/{two}/resolve"),
-        &ops,
-        &json!({ "reason": "refunded by hand" }),
-    )
-    .await;
+    let (status, resolved) = app
+        .api_post(
+            &format!("/api/v1/dead-letters/{two}/resolve"),
+            &ops,
+            &json!({ "reason": "refunded by hand" }),
+        )
+        .await;
     assert_eq!(status, 200);
     assert_eq!(resolved, json!({ "id": two, "status": "resolved" }));
-    let (status, _) = post(
-        &app,
-        &format!("/api/v1/dead-letters/{three}/discard"),
-        &ops,
-        &json!({ "reason": "test data" }),
-    )
-    .await;
+    let (status, _) = app
+        .api_post(
+            &format!("/api/v1/dead-letters/{three}/discard"),
+            &ops,
+            &json!({ "reason": "test data" }),
+        )
+        .await;
     assert_eq!(status, 200);
-    let (status, again) = post(
-        &app,
-        &format!("/api/v1/dead-letters/{three}/discard"),
-        &ops,
-        &json!({ "reason": "twice" }),
-    )
-    .await;
+    let (status, again) = app
+        .api_post(
+            &format!("/api/v1/dead-letters/{three}/discard"),
+            &ops,
+            &json!({ "reason": "twice" }),
+        )
+        .await;
     assert_eq!(status, 422, "a closed dead letter stays closed: {again}");
 
-    let (_, page) = get(&app, "/api/v1/dead-letters", Some(&ops)).await;
+    let (_, page) = app.api_get("/api/v1/dead-letters", Some(&ops)).await;
     assert_eq!(page["open"], 0);
     for action in [
         "dead_letter.redrive",
@@ -463,7 +444,7 @@ async fn bad_parameters_get_clear_json_errors(kind: Kind) {
         ("/api/v1/overview?range=1y", 422, "1h, 24h or 7d"),
         ("/api/v1/dead-letters?id=x", 400, "id"),
     ] {
-        let (got, body) = get(&app, path, Some(&viewer)).await;
+        let (got, body) = app.api_get(path, Some(&viewer)).await;
         assert_eq!(got, status, "{path}: {body}");
         let error = body["error"].as_str().unwrap();
         assert!(error.contains(says), "{path}: {error}");
@@ -485,7 +466,7 @@ async fn bad_parameters_get_clear_json_errors(kind: Kind) {
 
 async fn the_openapi_document_matches_the_router(kind: Kind) {
     let app = app(kind).await;
-    let (status, doc) = get(&app, "/api/v1/openapi.json", None).await;
+    let (status, doc) = app.api_get("/api/v1/openapi.json", None).await;
     assert_eq!(status, 200, "the document needs no token");
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
     assert_eq!(
@@ -560,7 +541,7 @@ async fn the_token_cli_prints_a_token_once_and_revokes_it(kind: Kind) {
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(token.starts_with("oh_"), "{token}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("shown only now"));
-    let (status, _) = get(&app, "/api/v1/dead-letters", Some(&token)).await;
+    let (status, _) = app.api_get("/api/v1/dead-letters", Some(&token)).await;
     assert_eq!(status, 200);
 
     let taken = oncehook(&app, &["token", "add", "ci"]);
@@ -582,7 +563,7 @@ async fn the_token_cli_prints_a_token_once_and_revokes_it(kind: Kind) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (status, _) = get(&app, "/api/v1/dead-letters", Some(&token)).await;
+    let (status, _) = app.api_get("/api/v1/dead-letters", Some(&token)).await;
     assert_eq!(status, 401, "revoked at once");
     let rows = audit_rows(&app, "api_token.add").await;
     assert_eq!(rows.len(), 1);

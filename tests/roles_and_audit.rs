@@ -14,7 +14,6 @@ use common::{Kind, TestApp};
 use oncehook::failure::ErrorClass;
 use oncehook::store::dead_letters::{self, NewDeadLetter};
 use oncehook::store::{now_ms, tokens};
-use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sqlx::Row;
 
@@ -29,35 +28,6 @@ both!(
 );
 
 const DAY_MS: i64 = 86_400_000;
-
-async fn get(app: &TestApp, path: &str, token: &str) -> (StatusCode, Value) {
-    let response = app
-        .http
-        .get(format!("{}{path}", app.url))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    let text = response.text().await.unwrap();
-    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text}"));
-    (status, body)
-}
-
-async fn post(app: &TestApp, path: &str, token: &str, body: &Value) -> (StatusCode, Value) {
-    let response = app
-        .http
-        .post(format!("{}{path}", app.url))
-        .bearer_auth(token)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    let text = response.text().await.unwrap();
-    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text}"));
-    (status, body)
-}
 
 /// A token made by `admin` (signed in) through the Settings → API tokens form, as a
 /// person makes one; returns the token the page shows once.
@@ -106,20 +76,20 @@ async fn a_token_stops_working_when_its_maker_is_disabled(kind: Kind) {
     let app = app(kind).await;
     let ada = app.sign_in("ada", Role::Admin).await;
     let grafana = token_from_the_page(&app, &ada, "grafana", "viewer").await;
-    let (status, _) = get(&app, "/api/v1/overview", &grafana).await;
+    let (status, _) = app.api_get("/api/v1/overview", Some(&grafana)).await;
     assert_eq!(status, 200, "the token works while ada may sign in");
 
     oncehook::auth::admin::set_disabled(&app.db, "ada", true, "test")
         .await
         .unwrap();
-    let (status, body) = get(&app, "/api/v1/overview", &grafana).await;
+    let (status, body) = app.api_get("/api/v1/overview", Some(&grafana)).await;
     assert_eq!(status, 401, "ada is disabled, so is her token");
     assert!(body["error"].is_string(), "{body}");
 
     oncehook::auth::admin::set_disabled(&app.db, "ada", false, "test")
         .await
         .unwrap();
-    let (status, _) = get(&app, "/api/v1/overview", &grafana).await;
+    let (status, _) = app.api_get("/api/v1/overview", Some(&grafana)).await;
     assert_eq!(status, 200, "enabled again, the token works again");
     app.shutdown().await;
 }
@@ -136,19 +106,21 @@ async fn a_token_never_has_more_rights_than_its_maker_has_now(kind: Kind) {
         .execute(app.db.writer())
         .await
         .unwrap();
-    let (status, body) = post(
-        &app,
-        "/api/v1/dead-letters/redrive",
-        &ops,
-        &json!({ "dry_run": false, "reason": "try" }),
-    )
-    .await;
+    let (status, body) = app
+        .api_post(
+            "/api/v1/dead-letters/redrive",
+            &ops,
+            &json!({ "dry_run": false, "reason": "try" }),
+        )
+        .await;
     assert_eq!(
         status, 403,
         "an operator token of a viewer is a viewer: {body}"
     );
     assert!(body["error"].as_str().unwrap().contains("viewer"), "{body}");
-    let (status, dry) = post(&app, "/api/v1/dead-letters/redrive", &ops, &json!({})).await;
+    let (status, dry) = app
+        .api_post("/api/v1/dead-letters/redrive", &ops, &json!({}))
+        .await;
     assert_eq!(status, 200, "a viewer may still dry-run: {dry}");
     assert_eq!(
         app.count("SELECT COUNT(*) FROM dead_letters WHERE status = 'open'")
@@ -162,13 +134,13 @@ async fn a_token_never_has_more_rights_than_its_maker_has_now(kind: Kind) {
         .execute(app.db.writer())
         .await
         .unwrap();
-    let (status, body) = post(
-        &app,
-        "/api/v1/dead-letters/redrive",
-        &ops,
-        &json!({ "dry_run": false, "reason": "try again" }),
-    )
-    .await;
+    let (status, body) = app
+        .api_post(
+            "/api/v1/dead-letters/redrive",
+            &ops,
+            &json!({ "dry_run": false, "reason": "try again" }),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     app.shutdown().await;
 }
@@ -201,22 +173,22 @@ async fn dead_letter_actions_are_audited_with_their_source_address(kind: Kind) {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    let (status, body) = post(
-        &app,
-        "/api/v1/dead-letters/redrive",
-        &ops,
-        &json!({ "id": ids[0], "dry_run": false, "reason": "retry" }),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    for (id, action) in [(ids[1], "resolve"), (ids[2], "discard")] {
-        let (status, body) = post(
-            &app,
-            &format!("/api/v1/dead-letters/{id}/{action}"),
+    let (status, body) = app
+        .api_post(
+            "/api/v1/dead-letters/redrive",
             &ops,
-            &json!({ "reason": "handled" }),
+            &json!({ "id": ids[0], "dry_run": false, "reason": "retry" }),
         )
         .await;
+    assert_eq!(status, 200, "{body}");
+    for (id, action) in [(ids[1], "resolve"), (ids[2], "discard")] {
+        let (status, body) = app
+            .api_post(
+                &format!("/api/v1/dead-letters/{id}/{action}"),
+                &ops,
+                &json!({ "reason": "handled" }),
+            )
+            .await;
         assert_eq!(status, 200, "{action}: {body}");
     }
     for action in [
@@ -358,7 +330,9 @@ async fn the_redrive_preview_reads_at_most_what_it_shows(kind: Kind) {
     put_dead_letters(&app, &errors).await;
     seen.lock().unwrap().clear();
 
-    let (status, dry) = post(&app, "/api/v1/dead-letters/redrive", &viewer, &json!({})).await;
+    let (status, dry) = app
+        .api_post("/api/v1/dead-letters/redrive", &viewer, &json!({}))
+        .await;
     assert_eq!(status, 200, "{dry}");
     assert_eq!(dry["matching"], 450, "it still counts every match");
     assert_eq!(dry["outcomes"].as_array().unwrap().len(), 200);
@@ -447,7 +421,9 @@ async fn the_inbox_type_and_time_filters_are_served_by_indexes(kind: Kind) {
         .await;
     }
     let viewer = viewer_token(&app).await;
-    let (status, first) = get(&app, "/api/v1/events?since=2020-01-01&limit=3", &viewer).await;
+    let (status, first) = app
+        .api_get("/api/v1/events?since=2020-01-01&limit=3", Some(&viewer))
+        .await;
     assert_eq!(status, 200, "{first}");
     let ids = |page: &Value| -> Vec<String> {
         page["events"]
@@ -459,12 +435,12 @@ async fn the_inbox_type_and_time_filters_are_served_by_indexes(kind: Kind) {
     };
     assert_eq!(ids(&first), ["evt_time_4", "evt_time_3", "evt_time_2"]);
     let before = first["next_before"].as_i64().expect("a next page");
-    let (_, second) = get(
-        &app,
-        &format!("/api/v1/events?since=2020-01-01&limit=3&before={before}"),
-        &viewer,
-    )
-    .await;
+    let (_, second) = app
+        .api_get(
+            &format!("/api/v1/events?since=2020-01-01&limit=3&before={before}"),
+            Some(&viewer),
+        )
+        .await;
     assert_eq!(ids(&second), ["evt_time_1", "evt_time_0"]);
     app.shutdown().await;
 }
@@ -517,7 +493,7 @@ async fn percent_and_underscore_in_the_error_filter_match_literally(kind: Kind) 
         let viewer = &viewer;
         async move {
             let path = format!("/api/v1/dead-letters?error={}", url_escape(filter));
-            let (status, page) = get(app, &path, viewer).await;
+            let (status, page) = app.api_get(&path, Some(viewer)).await;
             assert_eq!(status, 200, "{page}");
             let mut errors: Vec<String> = page["groups"]
                 .as_array()

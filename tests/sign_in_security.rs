@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use app::backend::Role;
 use common::{Kind, TestApp, TestDb};
-use oncehook::auth::{admin, password::Passwords, SESSION_COOKIE};
+use oncehook::auth::{admin, password::Passwords};
 use oncehook::store::{users, Backend, Db};
-use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::header::{COOKIE, LOCATION};
 use sqlx::Row;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -50,13 +50,7 @@ fn location(response: &reqwest::Response) -> String {
 }
 
 fn session_cookie(response: &reqwest::Response) -> Option<String> {
-    response
-        .headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with(&format!("{SESSION_COOKIE}=")))
-        .map(|c| c.split(';').next().unwrap().to_string())
+    common::session_cookie(response.headers())
 }
 
 async fn add_user(db: &Db, name: &str) {
@@ -73,11 +67,7 @@ async fn post_sign_in(
     user: &str,
     password: &str,
 ) -> reqwest::Response {
-    client_from(from)
-        .post(format!("{}/auth/sign-in", app.url))
-        .header("Origin", &app.url)
-        .header("Sec-Fetch-Site", "same-origin")
-        .form(&[("username", user), ("password", password), ("next", "/")])
+    common::sign_in_request(&client_from(from), &app.url, user, password)
         .send()
         .await
         .unwrap()

@@ -374,10 +374,25 @@ fn a_run_without_a_target_prints_its_truth_and_writes_the_file() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore]
 async fn sending_rate() {
-    let (url, _) = receiver(|_| Some(200)).await;
+    // Answers at once: reads the body (so the connection is reused) and says 200.
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(|_: axum::body::Bytes| async { axum::http::StatusCode::OK }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let orders = 5_000;
+    // The same run without sending: what generating and storing the events costs alone.
+    let unsent = Simulation::new(options(orders, 6, None, fast_retries(1)))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    unsent.run(&|_, _| {}).await.unwrap();
+    let generating = started.elapsed();
     let mut delivery = fast_retries(1);
     delivery.concurrency = 64;
-    let sim = Simulation::new(options(5_000, 6, target(url), delivery))
+    let sim = Simulation::new(options(orders, 6, target(url), delivery))
         .await
         .unwrap();
     let started = std::time::Instant::now();
@@ -386,9 +401,80 @@ async fn sending_rate() {
     let sent = sim.truth().await.unwrap().sent;
     assert_eq!(sent.delivered, sent.attempts);
     println!(
-        "sent {} signed webhooks in {:.2} s: {:.0}/s",
+        "generated and stored the events alone in {:.2} s; sent {} signed webhooks in {:.2} s: {:.0}/s",
+        generating.as_secs_f64(),
         sent.attempts,
         elapsed.as_secs_f64(),
         sent.attempts as f64 / elapsed.as_secs_f64()
     );
+}
+
+/// `--keep-serving`: the run ends, its truth is printed, and the API still answers with the
+/// run's events until a process manager's SIGTERM stops it cleanly.
+#[tokio::test]
+async fn keep_serving_serves_the_api_after_the_run_until_sigterm() {
+    use std::io::{BufRead, BufReader};
+    let port = common::binary::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .args([
+            "simulate",
+            "--orders",
+            "20",
+            "--duration",
+            "0",
+            "--seed",
+            "5",
+        ])
+        .args(["--api-key", "sk_test_keep", "--keep-serving"])
+        .args(["--api-listen", &format!("127.0.0.1:{port}")])
+        .env_remove("ONCEHOOK_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (finished_tx, finished_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.contains("run finished") {
+                let _ = finished_tx.send(());
+            }
+        }
+    });
+    finished_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the run finishes and says it keeps serving");
+    // Well after the run: still serving, with every event the run generated.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let client = oncehook::provider_api::ApiClient::new(&oncehook::config::ProviderApiSettings {
+        base: format!("http://127.0.0.1:{port}"),
+        key: Some("sk_test_keep".into()),
+        rate_per_sec: 1_000.0,
+        ..Default::default()
+    })
+    .unwrap();
+    let events = client
+        .event_pages(Default::default())
+        .collect()
+        .await
+        .expect("the API answers after the run");
+    assert!(events.len() >= 20, "{} events", events.len());
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "SIGTERM stops it within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
 }

@@ -49,9 +49,8 @@ impl Default for ApiFaults {
     }
 }
 
-/// Stripe keeps events 30 days and idempotency keys 24 hours.
+/// Stripe keeps events 30 days (idempotency keys: `store::KEY_TTL_MS`).
 pub const EVENT_DAYS: i64 = 30;
-const KEY_HOURS: i64 = 24;
 const MAX_KEY_CHARS: usize = 255;
 
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -490,11 +489,7 @@ async fn create_refund(
         );
     }
     let now = crate::store::now_ms();
-    let state = match shared
-        .db
-        .claim_key(&key, &canonical(&form), now, now - KEY_HOURS * 3_600_000)
-        .await
-    {
+    let state = match shared.db.claim_key(&key, &canonical(&form), now).await {
         Ok(s) => s,
         Err(e) => return internal(e),
     };

@@ -102,7 +102,7 @@ pub struct SimulateArgs {
     /// Write what was sent and the truth of every order as JSON to this file.
     #[arg(long)]
     pub truth: Option<PathBuf>,
-    /// Keep serving the API after the run, until Ctrl-C.
+    /// Keep serving the API after the run, until Ctrl-C or SIGTERM.
     #[arg(long)]
     pub keep_serving: bool,
 }
@@ -178,6 +178,11 @@ pub fn generated_key() -> String {
 
 pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let options = args.options()?;
+    // Only to keep serving: during the run Ctrl-C must still end the process at once.
+    let stop_signal = match args.keep_serving {
+        true => Some(crate::server::StopSignal::install()?),
+        false => None,
+    };
     let key_given = args.api_key.is_some();
     let api_key = options.api_key.clone();
     let sim = Arc::new(Simulation::new(options.clone()).await?);
@@ -241,9 +246,9 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
         println!("truth written to {}", path.display());
     }
     if let Some((stop, task)) = api {
-        if args.keep_serving {
-            eprintln!("run finished; the API keeps serving until Ctrl-C");
-            tokio::signal::ctrl_c().await?;
+        if let Some(signal) = stop_signal {
+            eprintln!("run finished; the API keeps serving until Ctrl-C or SIGTERM");
+            signal.recv().await;
         }
         let _ = stop.send(());
         task.await??;

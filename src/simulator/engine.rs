@@ -22,7 +22,8 @@ pub struct NewEvent {
     /// act on, e.g. `charge.succeeded`).
     pub resource: Option<String>,
     pub state: Option<String>,
-    pub body: Value,
+    /// The event as JSON, serialised once: what is stored, served and sent.
+    pub json: bytes::Bytes,
 }
 
 /// Why the API refuses a refund (Stripe's error `code`, `param` and message).
@@ -91,8 +92,9 @@ impl Engine {
         previous: Option<Value>,
     ) {
         let id = self.ids.next("evt");
+        let json = shapes::event(&id, event_type, created, object, previous.as_ref());
         out.push(NewEvent {
-            body: shapes::event(&id, event_type, created, object, previous),
+            json: json.into(),
             id,
             event_type: event_type.into(),
             created,

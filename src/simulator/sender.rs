@@ -146,7 +146,7 @@ impl SendStats {
 #[derive(Clone)]
 struct Job {
     id: Arc<str>,
-    body: Arc<[u8]>,
+    body: bytes::Bytes,
     attempt: u32,
     /// Retries count against the event's attempts; a duplicate or a resend is a delivery of
     /// its own.
@@ -216,23 +216,24 @@ impl Sender {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let body = match self.scheme {
+        let body: bytes::Bytes = match self.scheme {
             SchemeKind::Stripe if decision.legacy_version => {
                 self.stats.legacy_version.fetch_add(1, Ordering::Relaxed);
-                let mut body = event.body.clone();
+                let mut body: Value =
+                    serde_json::from_slice(&event.json).expect("the engine's own JSON");
                 body["api_version"] = serde_json::json!(LEGACY_API_VERSION);
-                body.to_string()
+                body.to_string().into()
             }
-            SchemeKind::Stripe => event.body.to_string(),
+            SchemeKind::Stripe => event.json.clone(),
             SchemeKind::StandardWebhooks => match standard_payload(event) {
-                Some(v) => v.to_string(),
+                Some(v) => v.to_string().into(),
                 // No Standard Webhooks counterpart (a noise event): not sent.
                 None => return,
             },
         };
         let job = Job {
             id: event.id.as_str().into(),
-            body: body.into_bytes().into(),
+            body,
             attempt: 1,
             first_of_event: true,
             // A delivered event too old to apply tells oncehook nothing: not announced.
@@ -429,7 +430,7 @@ async fn post(http: &reqwest::Client, target: &Target, job: &Job) -> bool {
                 .header("webhook-signature", signature);
         }
     }
-    match request.body(job.body.to_vec()).send().await {
+    match request.body(job.body.clone()).send().await {
         Ok(response) => {
             let ok = response.status().is_success();
             // Read the answer so the connection goes back to the pool.
@@ -443,7 +444,8 @@ async fn post(http: &reqwest::Client, target: &Target, job: &Job) -> bool {
 /// The event as a Standard Webhooks sender of payments would post it (the shape oncehook's
 /// `standard-webhooks` mapping reads); `None` for events with no such counterpart.
 pub fn standard_payload(event: &NewEvent) -> Option<Value> {
-    let object = &event.body["data"]["object"];
+    let body: Value = serde_json::from_slice(&event.json).ok()?;
+    let object = &body["data"]["object"];
     let state = event.state.as_deref()?;
     let kind = object["object"].as_str()?;
     let (event_type, payment_id) = match (kind, state) {

@@ -75,6 +75,9 @@ pub struct EventFilter {
     pub limit: i64,
 }
 
+/// How long an idempotency key is remembered: Stripe keeps them 24 hours.
+pub const KEY_TTL_MS: i64 = 24 * 3_600_000;
+
 /// What an idempotency key says about a new request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyState {
@@ -115,40 +118,50 @@ impl SimDb {
         Ok(SimDb { pool })
     }
 
-    /// Writes objects (upsert) and new events in one transaction.
+    /// Writes objects (upsert) and new events in one transaction, a few hundred rows per
+    /// statement: one statement a row made storing cost as much as generating.
     pub async fn write(
         &self,
         objects: &[ObjectRow],
         events: &[super::engine::NewEvent],
     ) -> anyhow::Result<()> {
+        // Well under SQLite's 32,766 bound parameters per statement.
+        const ROWS: usize = 500;
         let mut tx = self.pool.begin().await?;
-        for (id, kind, order_id, parent, created, body) in objects {
-            sqlx::query(
-                "INSERT INTO objects (id, kind, order_id, parent, created, body) VALUES (?, ?, ?, ?, ?, ?)
-                 ON CONFLICT (id) DO UPDATE SET body = excluded.body",
-            )
-            .bind(id)
-            .bind(kind)
-            .bind(order_id)
-            .bind(parent)
-            .bind(created)
-            .bind(body)
-            .execute(&mut *tx)
-            .await?;
+        for chunk in objects.chunks(ROWS) {
+            let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+                "INSERT INTO objects (id, kind, order_id, parent, created, body) ",
+            );
+            insert.push_values(
+                chunk,
+                |mut row, (id, kind, order_id, parent, created, body)| {
+                    row.push_bind(id)
+                        .push_bind(kind)
+                        .push_bind(order_id)
+                        .push_bind(parent)
+                        .push_bind(created)
+                        .push_bind(body);
+                },
+            );
+            insert.push(" ON CONFLICT (id) DO UPDATE SET body = excluded.body");
+            insert.build().execute(&mut *tx).await?;
         }
-        for e in events {
-            sqlx::query(
-                "INSERT INTO events (id, type, created, order_id, resource, state, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&e.id)
-            .bind(&e.event_type)
-            .bind(e.created)
-            .bind(&e.order_id)
-            .bind(&e.resource)
-            .bind(&e.state)
-            .bind(e.body.to_string())
-            .execute(&mut *tx)
-            .await?;
+        for chunk in events.chunks(ROWS) {
+            let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+                "INSERT INTO events (id, type, created, order_id, resource, state, body) ",
+            );
+            insert.push_values(chunk, |mut row, e| {
+                // Borrowed, never copied: the body is serde_json's output, always UTF-8.
+                let body = String::from_utf8_lossy(&e.json);
+                row.push_bind(&e.id)
+                    .push_bind(&e.event_type)
+                    .push_bind(e.created)
+                    .push_bind(&e.order_id)
+                    .push_bind(&e.resource)
+                    .push_bind(&e.state)
+                    .push_bind(body);
+            });
+            insert.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -264,11 +277,16 @@ impl SimDb {
     /// Records that these events reached the target with a 2xx (at least once).
     pub async fn mark_delivered(&self, ids: &[String]) -> anyhow::Result<()> {
         let mut tx = self.pool.begin().await?;
-        for id in ids {
-            sqlx::query("UPDATE events SET delivered = 1 WHERE id = ?")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
+        for chunk in ids.chunks(500) {
+            let mut update = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+                "UPDATE events SET delivered = 1 WHERE id IN (",
+            );
+            let mut list = update.separated(", ");
+            for id in chunk {
+                list.push_bind(id);
+            }
+            update.push(")");
+            update.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -303,19 +321,18 @@ impl SimDb {
             .try_get(0)?)
     }
 
-    /// Claims `key` for a request with `params`, or says what the earlier use decided.
-    /// Keys older than `expired_before_ms` are forgotten first (Stripe keeps them 24 h).
+    /// Claims `key` for a request with `params` at `now_ms`, or says what the earlier use
+    /// decided. A key first used more than `KEY_TTL_MS` before is forgotten first.
     pub async fn claim_key(
         &self,
         key: &str,
         params: &str,
         now_ms: i64,
-        expired_before_ms: i64,
     ) -> anyhow::Result<KeyState> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM idempotency_keys WHERE key = ? AND created_ms < ?")
             .bind(key)
-            .bind(expired_before_ms)
+            .bind(now_ms - KEY_TTL_MS)
             .execute(&mut *tx)
             .await?;
         let inserted = sqlx::query(
@@ -383,4 +400,42 @@ fn stored(r: &sqlx::sqlite::SqliteRow) -> anyhow::Result<StoredEvent> {
         state: r.try_get(6)?,
         body: r.try_get(7)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_idempotency_key_is_remembered_for_24_hours_then_forgotten() {
+        let db = SimDb::open("sqlite::memory:").await.unwrap();
+        let t0 = 1_760_000_000_000;
+        assert_eq!(db.claim_key("k", "a", t0).await.unwrap(), KeyState::New);
+        assert_eq!(
+            db.claim_key("k", "a", t0 + 1).await.unwrap(),
+            KeyState::Running
+        );
+        db.finish_key("k", 200, "{\"id\":\"re_1\"}").await.unwrap();
+        let last_moment = t0 + KEY_TTL_MS;
+        assert_eq!(
+            db.claim_key("k", "a", last_moment).await.unwrap(),
+            KeyState::Done {
+                status: 200,
+                body: "{\"id\":\"re_1\"}".into()
+            }
+        );
+        assert_eq!(
+            db.claim_key("k", "b", last_moment).await.unwrap(),
+            KeyState::Mismatch
+        );
+        // A millisecond past 24 hours the key is new again, whatever the parameters.
+        assert_eq!(
+            db.claim_key("k", "b", last_moment + 1).await.unwrap(),
+            KeyState::New
+        );
+        assert_eq!(
+            db.claim_key("k", "a", last_moment + 2).await.unwrap(),
+            KeyState::Mismatch
+        );
+    }
 }

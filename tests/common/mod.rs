@@ -15,6 +15,7 @@ use oncehook::processor::{Processor, ProcessorParts};
 use oncehook::server::RunningServer;
 use oncehook::signature::SchemeKind;
 use oncehook::store::Db;
+use serde_json::Value;
 use sqlx::Row;
 
 pub const STRIPE_SECRET: &str = "whsec_test_current";
@@ -221,6 +222,39 @@ pub struct TestApp {
 /// The password `TestApp::sign_in` gives the users it creates.
 pub const TEST_PASSWORD: &str = "a long passphrase 1";
 
+/// The sign-in form as a browser on `base`'s own pages posts it.
+pub fn sign_in_request(
+    http: &reqwest::Client,
+    base: &str,
+    user: &str,
+    password: &str,
+) -> reqwest::RequestBuilder {
+    http.post(format!("{base}/auth/sign-in"))
+        .header("Origin", base)
+        .header("Sec-Fetch-Site", "same-origin")
+        .form(&[("username", user), ("password", password), ("next", "/")])
+}
+
+/// The session cookie's `name=value` from a response's headers, if it set one.
+pub fn session_cookie(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let prefix = format!("{}=", oncehook::auth::SESSION_COOKIE);
+    headers
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with(&prefix))
+        .and_then(|c| c.split(';').next())
+        .map(str::to_owned)
+}
+
+async fn json_answer(path: &str, request: reqwest::RequestBuilder) -> (reqwest::StatusCode, Value) {
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text}"));
+    (status, body)
+}
+
 impl TestApp {
     /// Creates a user with `role` and signs it in over HTTP as a browser's form does;
     /// returns the session cookie (`name=value`) to send with later requests.
@@ -275,32 +309,40 @@ impl TestApp {
         oncehook::auth::admin::add_user(&self.db, &passwords, name, TEST_PASSWORD, role, "test")
             .await
             .unwrap();
-        let response = reqwest::Client::builder()
+        let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .unwrap()
-            .post(format!("{base}/auth/sign-in"))
-            .header("Origin", base)
-            .header("Sec-Fetch-Site", "same-origin")
-            .form(&[
-                ("username", name),
-                ("password", TEST_PASSWORD),
-                ("next", "/"),
-            ])
+            .unwrap();
+        let response = sign_in_request(&http, base, name, TEST_PASSWORD)
             .send()
             .await
             .unwrap();
         assert_eq!(response.status(), 303, "sign-in of {name}");
-        let prefix = format!("{}=", oncehook::auth::SESSION_COOKIE);
-        response
-            .headers()
-            .get_all(reqwest::header::SET_COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find(|c| c.starts_with(&prefix))
-            .and_then(|c| c.split(';').next())
-            .expect("a session cookie")
-            .to_string()
+        session_cookie(response.headers()).expect("a session cookie")
+    }
+
+    /// An API GET with an optional bearer token: status and JSON body.
+    pub async fn api_get(&self, path: &str, token: Option<&str>) -> (reqwest::StatusCode, Value) {
+        let mut request = self.http.get(format!("{}{path}", self.url));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        json_answer(path, request).await
+    }
+
+    /// An API POST of `body` as JSON with a bearer token: status and JSON body.
+    pub async fn api_post(
+        &self,
+        path: &str,
+        token: &str,
+        body: &Value,
+    ) -> (reqwest::StatusCode, Value) {
+        let request = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(token)
+            .json(body);
+        json_answer(path, request).await
     }
 
     /// The server with its processor and relay OFF: tests drive them step by step.
