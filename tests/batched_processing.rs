@@ -14,6 +14,7 @@ both!(
     a_mixed_batch_in_one_transaction_equals_one_transaction_per_event,
     many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_event,
     a_fenced_claim_fails_the_set_based_batch_naming_it,
+    a_database_error_in_one_event_of_a_set_based_batch_fails_only_that_event,
     an_aborted_group_transaction_is_reported_not_silently_rolled_back,
 );
 
@@ -448,6 +449,65 @@ async fn a_fenced_claim_fails_the_set_based_batch_naming_it(kind: Kind) {
             .await,
         3
     );
+    app.shutdown().await;
+}
+
+/// A write the database refuses for one order (a trigger stands in for any constraint or
+/// storage failure): the set-based batch as a whole fails, is processed again one event at a
+/// time, and only that event fails (to be retried); its neighbours are applied.
+async fn a_database_error_in_one_event_of_a_set_based_batch_fails_only_that_event(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
+    let trigger: &[&str] = match kind {
+        Kind::Sqlite => &["CREATE TRIGGER refuse_bad BEFORE INSERT ON order_ledger \
+             WHEN NEW.order_id = 'order-bad' BEGIN SELECT RAISE(ABORT, 'refused for the test'); END"],
+        Kind::Postgres => &[
+            "CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF NEW.order_id = 'order-bad' THEN RAISE EXCEPTION 'refused for the test'; END IF; \
+             RETURN NEW; END $$",
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON order_ledger \
+             FOR EACH ROW EXECUTE FUNCTION refuse_bad()",
+        ],
+    };
+    for sql in trigger {
+        sqlx::query(sql).execute(app.db.writer()).await.unwrap();
+    }
+    for (id, order) in [
+        ("evt_ok1", "order-ok1"),
+        ("evt_bad", "order-bad"),
+        ("evt_ok2", "order-ok2"),
+    ] {
+        let event = payment_intent_succeeded(id, &format!("pi_{id}"), order, 700, T10_00);
+        assert_eq!(app.post_stripe(&event).await.status(), 200);
+    }
+    let processor = app.processor();
+    assert_eq!(processor.run_once(&Default::default()).await.unwrap(), 3);
+    assert_eq!(processor.batch_fallbacks(), 1, "the batch fell back once");
+    let state = snapshot(&app.db).await;
+    let inbox: Vec<(&str, &str)> = state
+        .inbox
+        .iter()
+        .map(|(id, status, _)| (id.as_str(), status.as_str()))
+        .collect();
+    assert_eq!(
+        inbox,
+        vec![
+            ("evt_bad", "pending"),
+            ("evt_ok1", "applied"),
+            ("evt_ok2", "applied")
+        ]
+    );
+    let orders: Vec<&str> = state.orders.iter().map(|o| o.0.as_str()).collect();
+    assert_eq!(
+        orders,
+        vec!["order-ok1", "order-ok2"],
+        "nothing of the failed event kept"
+    );
+    let reason: String =
+        sqlx::query_scalar("SELECT reason FROM inbox_events WHERE event_id = 'evt_bad'")
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap();
+    assert!(reason.contains("refused for the test"), "{reason}");
     app.shutdown().await;
 }
 
