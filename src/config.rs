@@ -303,11 +303,13 @@ pub struct ProcessorSettings {
     pub enabled: bool,
     pub workers: usize,
     pub claim_batch: i64,
-    /// Events committed together, each in its own savepoint (group commit: one fsync for
-    /// many events). Unset: the whole claim on SQLite, where the single writer makes the
-    /// batch free of lock contention; 1 on PostgreSQL, where concurrent workers would hold
-    /// each other's order rows for a whole batch.
+    /// Events committed together (group commit: one fsync for many events). Unset: the
+    /// whole claim, on both databases (set-based batches lock their orders in one sorted
+    /// order, so concurrent workers on PostgreSQL do not deadlock).
     pub events_per_transaction: Option<usize>,
+    /// A group of events is applied set-based (a few multi-row statements per batch,
+    /// `store::batch`); false: one savepoint and several statements per event.
+    pub set_based: bool,
     /// Fallback poll when no wake-up arrives.
     pub poll_interval_ms: u64,
     /// A claimed event not finished within this is claimed again (crashed worker).
@@ -686,6 +688,7 @@ impl Default for Settings {
                 workers: 4,
                 claim_batch: 32,
                 events_per_transaction: None,
+                set_based: true,
                 poll_interval_ms: 1_000,
                 lease_secs: 30,
                 retry: RetryPolicy {

@@ -156,6 +156,155 @@ fn first<'a>(doc: &'a Value, pointers: &'a [String]) -> Option<(&'a String, &'a 
         .find_map(|p| doc.pointer(p).filter(|v| !v.is_null()).map(|v| (p, v)))
 }
 
+/// The key a JSON pointer names when it is one plain top-level key (`/id`): no escapes, and
+/// not a number (which would index a top-level array).
+fn top_level_key(pointer: &str) -> Option<&str> {
+    let key = pointer.strip_prefix('/')?;
+    let plain = !key.contains(['/', '~']) && key.parse::<usize>().is_err();
+    plain.then_some(key)
+}
+
+/// The receiver's envelope without a `Value` of the whole body.
+mod envelope {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde::Deserialize;
+
+    /// A top-level value as far as the envelope cares.
+    #[derive(Debug)]
+    pub(super) enum Scalar<'a> {
+        Str(Cow<'a, str>),
+        Num(serde_json::Number),
+        Null,
+        /// An object, array or boolean: present, but not text.
+        Other,
+    }
+
+    impl Scalar<'_> {
+        /// As `mapping::text` reads a value.
+        pub(super) fn text(&self) -> Option<String> {
+            match self {
+                Scalar::Str(s) if !s.is_empty() && !s.contains('\0') => Some(s.to_string()),
+                Scalar::Num(n) => Some(n.to_string()),
+                _ => None,
+            }
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Scalar<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Scalar<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a JSON value")
+                }
+                fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                    Ok(Scalar::Str(Cow::Borrowed(v)))
+                }
+                fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                    Ok(Scalar::Str(Cow::Owned(v.to_string())))
+                }
+                fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                    Ok(Scalar::Str(Cow::Owned(v)))
+                }
+                fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                    Ok(Scalar::Num(v.into()))
+                }
+                fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                    Ok(Scalar::Num(v.into()))
+                }
+                fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                    serde_json::Number::from_f64(v)
+                        .map(Scalar::Num)
+                        .ok_or_else(|| E::custom("not a JSON number"))
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                    Ok(Scalar::Other)
+                }
+                fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                    Ok(Scalar::Null)
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                    while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                    Ok(Scalar::Other)
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+                    while s.next_element::<IgnoredAny>()?.is_some() {}
+                    Ok(Scalar::Other)
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// The top-level members of a JSON document, each value read as a `Scalar` (strings
+    /// borrowed, objects skipped); a document that is not an object has none.
+    pub(super) struct TopLevel<'a>(Vec<(Cow<'a, str>, Scalar<'a>)>);
+
+    impl<'a> TopLevel<'a> {
+        /// Only the members named in `keys`.
+        pub(super) fn keep(mut self, keys: &[&str]) -> Self {
+            self.0.retain(|(k, _)| keys.contains(&k.as_ref()));
+            self
+        }
+
+        /// A member that is present and not null (the last one, as `serde_json` keeps it).
+        pub(super) fn get(&self, key: &str) -> Option<&Scalar<'a>> {
+            self.0
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v)
+                .filter(|v| !matches!(v, Scalar::Null))
+        }
+    }
+
+    impl<'de> Deserialize<'de> for TopLevel<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = TopLevel<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a JSON document")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some(key) = m.next_key::<Cow<'de, str>>()? {
+                        out.push((key, m.next_value::<Scalar<'de>>()?));
+                    }
+                    Ok(TopLevel(out))
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+                    while s.next_element::<IgnoredAny>()?.is_some() {}
+                    Ok(TopLevel(Vec::new()))
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                    Ok(TopLevel(Vec::new()))
+                }
+                fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                    Ok(TopLevel(Vec::new()))
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                    Ok(TopLevel(Vec::new()))
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                    Ok(TopLevel(Vec::new()))
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                    Ok(TopLevel(Vec::new()))
+                }
+                fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                    Ok(TopLevel(Vec::new()))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+}
+
 /// A NUL character makes a value unusable as an identifier: PostgreSQL text cannot hold
 /// it (the commit would fail), so such a value reads as absent on both databases.
 fn text(doc: &Value, pointers: &[String]) -> Option<String> {
@@ -241,6 +390,44 @@ impl Mapping {
                 .or_else(|| doc.and_then(|d| text(d, &self.event_id))),
             event_type: doc.and_then(|d| text(d, &self.event_type)),
             api_version: doc.and_then(|d| text(d, &self.api_version)),
+        }
+    }
+
+    /// The envelope read straight from the raw body: when every envelope pointer names a
+    /// top-level key (Stripe's `/id`, `/type`, `/api_version`; Standard Webhooks' `/type`),
+    /// only those keys' values are kept, borrowed from the body, and everything else is
+    /// skipped without building a `serde_json::Value` of the whole event (the receiver's
+    /// hot path). Any other pointer reads the whole document, as `envelope` does. Either way
+    /// the result is exactly `envelope(serde_json::from_slice(body).ok(), header_event_id)`.
+    pub fn read_envelope(&self, body: &[u8], header_event_id: Option<&str>) -> Envelope {
+        let pointers = [&self.event_id, &self.event_type, &self.api_version];
+        let keys: Option<Vec<&str>> = pointers
+            .iter()
+            .flat_map(|p| p.iter())
+            .map(|p| top_level_key(p))
+            .collect();
+        let Some(keys) = keys else {
+            let doc: Option<Value> = serde_json::from_slice(body).ok();
+            return self.envelope(doc.as_ref(), header_event_id);
+        };
+        let top = match serde_json::from_slice::<envelope::TopLevel>(body) {
+            Ok(top) => Some(top.keep(&keys)),
+            Err(_) => None,
+        };
+        let text = |pointers: &[String]| -> Option<String> {
+            let top = top.as_ref()?;
+            pointers
+                .iter()
+                .filter_map(|p| top_level_key(p))
+                .find_map(|k| top.get(k))
+                .and_then(envelope::Scalar::text)
+        };
+        Envelope {
+            event_id: header_event_id
+                .map(str::to_owned)
+                .or_else(|| text(&self.event_id)),
+            event_type: text(&self.event_type),
+            api_version: text(&self.api_version),
         }
     }
 
@@ -565,6 +752,68 @@ mod tests {
 
     fn map(doc: &Value) -> Result<MappedEvent, MappingError> {
         stripe_default().map(doc.to_string().as_bytes())
+    }
+
+    /// The receiver's borrowed read gives exactly what a `Value` of the whole body gives,
+    /// for bodies a provider or an attacker may send.
+    #[test]
+    fn the_borrowed_envelope_equals_the_value_envelope() {
+        let mut nested = stripe_default();
+        nested.event_id = vec!["/data/object/id".into(), "/id".into()];
+        let mut numeric = stripe_default();
+        numeric.event_type = vec!["/0".into()];
+        let mappings = [
+            stripe_default(),
+            standard_webhooks_default(),
+            nested,
+            numeric,
+        ];
+        let bodies: Vec<Vec<u8>> = [
+            pi_succeeded("2024-06-20").to_string(),
+            serde_json::to_string_pretty(&pi_succeeded("2025-03-31.basil")).unwrap(),
+            r#"{"id":"evt_\u00e9\n","type":"a\"b","api_version":null}"#.into(),
+            r#"{"id":12345678901234567890,"type":1.5e3,"api_version":-3}"#.into(),
+            r#"{"id":"","type":{"nested":true},"api_version":[1,2]}"#.into(),
+            r#"{"id":"evt\u0000x","type":"t","type":"last wins"}"#.into(),
+            r#"{"id":true,"type":false,"data":{"id":"inner"}}"#.into(),
+            r#"["evt_1","payment_intent.succeeded"]"#.into(),
+            r#""just a string""#.into(),
+            "null".into(),
+            "42".into(),
+            r#"{"id":"evt_1"} trailing"#.into(),
+            r#"{"id":"evt_1","#.into(),
+            "not json at all".into(),
+            "".into(),
+        ]
+        .into_iter()
+        .map(String::into_bytes)
+        .chain([
+            vec![0xff, 0xfe, b'{'],
+            [&br#"{"id":""#[..], &[0xff], br#""}"#].concat(),
+        ])
+        .collect();
+        for mapping in &mappings {
+            for body in &bodies {
+                for header in [None, Some("msg_1")] {
+                    let doc: Option<Value> = serde_json::from_slice(body).ok();
+                    assert_eq!(
+                        mapping.read_envelope(body, header),
+                        mapping.envelope(doc.as_ref(), header),
+                        "{}",
+                        String::from_utf8_lossy(body)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn top_level_keys_are_plain_names_only() {
+        assert_eq!(top_level_key("/id"), Some("id"));
+        assert_eq!(top_level_key("/data/object/id"), None);
+        assert_eq!(top_level_key("/a~1b"), None);
+        assert_eq!(top_level_key("/0"), None);
+        assert_eq!(top_level_key("id"), None);
     }
 
     #[test]

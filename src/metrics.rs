@@ -70,6 +70,10 @@ fn describe() {
         "oncehook_events_processed_total",
         "Events filed by the processor, by outcome (applied, duplicate, stale, refused, ignored, dead, retry)"
     );
+    describe_counter!(
+        "oncehook_processor_batch_fallbacks_total",
+        "Set-based batches the processor could not apply as one and processed one event at a time"
+    );
     describe_histogram!(
         PROCESSING_LATENCY,
         Unit::Seconds,
@@ -147,6 +151,11 @@ pub fn processed(outcome: &'static str, received_at_ms: i64, now: i64) {
         let secs = (now - received_at_ms).max(0) as f64 / 1000.0;
         histogram!(PROCESSING_LATENCY).record(secs);
     }
+}
+
+/// A set-based batch processed one event at a time instead.
+pub fn batch_fallback() {
+    counter!("oncehook_processor_batch_fallbacks_total").increment(1);
 }
 
 /// One outbox delivery attempt's outcome.

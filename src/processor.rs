@@ -17,9 +17,10 @@ use crate::alerts::{Alerter, DeadLetterAlert};
 use crate::config::{OutboxSettings, ProcessorSettings, Providers};
 use crate::failure::{classify_db_error, ErrorClass, Failure};
 use crate::retry::Next;
+use crate::store::batch;
 use crate::store::effects::{self, EffectOutcome, EffectRequest};
 use crate::store::inbox::{self, Claimed, Filed};
-use crate::store::{now_ms, Backend, Db};
+use crate::store::{now_ms, Db};
 
 pub struct Processor {
     db: Db,
@@ -30,6 +31,10 @@ pub struct Processor {
     alerter: Alerter,
     wake: Arc<Notify>,
     outbox_wake: Arc<Notify>,
+    /// Set-based batches processed one event at a time instead (tests read it).
+    fallbacks: std::sync::atomic::AtomicU64,
+    /// Batches run again after a deadlock or serialization failure (tests read it).
+    conflicts: std::sync::atomic::AtomicU64,
 }
 
 /// What must wait for the commit of a processing transaction.
@@ -43,6 +48,52 @@ struct AfterCommit {
     processed: Vec<(String, &'static str, i64)>,
     /// Money each event moved, by provider, for the overview.
     moved: Vec<(String, effects::Moved)>,
+}
+
+/// Counts what became of an event for after the commit.
+fn note_handled(after: &mut AfterCommit, claim: &Claimed, handled: &Handled) {
+    match handled {
+        Handled::Filed(filed) => {
+            after
+                .processed
+                .push((claim.provider.clone(), filed.as_str(), claim.received_at))
+        }
+        Handled::RetryLater(_) => {
+            after
+                .processed
+                .push((claim.provider.clone(), "retry", claim.received_at))
+        }
+        Handled::Fenced => {}
+    }
+    // Stale and refused events may write outbox rows too (new money, a status change).
+    after.applied |= matches!(
+        handled,
+        Handled::Filed(Filed::Applied | Filed::Stale | Filed::Refused)
+    );
+}
+
+/// A claimed event mapped for a set-based batch.
+enum Prepared {
+    Mapped(crate::mapping::MappedEvent),
+    Ignored(String),
+    Failed(Failure),
+}
+
+/// Deadlocks and serialization failures retry the batch this many times before its
+/// events are processed one by one.
+const MAX_CONFLICT_RETRIES: u32 = 3;
+
+/// A deadlock (40P01) or serialization failure (40001): the batch may simply run again.
+fn is_conflict(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<sqlx::Error>()
+            .and_then(|e| match e {
+                sqlx::Error::Database(db) => db.code(),
+                _ => None,
+            })
+            .is_some_and(|code| code == "40P01" || code == "40001")
+    })
 }
 
 /// What happened to one claimed event; tests and logs read it.
@@ -78,7 +129,19 @@ impl Processor {
             alerter: parts.alerter,
             wake: parts.wake,
             outbox_wake: parts.outbox_wake,
+            fallbacks: Default::default(),
+            conflicts: Default::default(),
         }
+    }
+
+    /// How many set-based batches fell back to one event at a time.
+    pub fn batch_fallbacks(&self) -> u64 {
+        self.fallbacks.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many set-based batches ran again after a deadlock or serialization failure.
+    pub fn batch_conflicts(&self) -> u64 {
+        self.conflicts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Claims one batch and handles it. Returns how many events were claimed.
@@ -93,7 +156,12 @@ impl Processor {
         .await?;
         crate::worker::recruit_if_full(&self.wake, claims.len(), self.settings.claim_batch);
         for group in claims.chunks(self.events_per_transaction()) {
-            if let Err(error) = self.handle_group(group, shutdown).await {
+            let handled = if group.len() > 1 && self.settings.set_based {
+                self.handle_batch(group, shutdown).await
+            } else {
+                self.handle_group(group, shutdown).await
+            };
+            if let Err(error) = handled {
                 // Nothing of the group was committed: its leases run out and the rows are
                 // claimed again, like after a crash.
                 warn!(
@@ -107,34 +175,206 @@ impl Processor {
     }
 
     fn events_per_transaction(&self) -> usize {
-        let n = match (self.settings.events_per_transaction, self.db.backend) {
-            (Some(n), _) => n,
-            (None, Backend::Sqlite) => usize::try_from(self.settings.claim_batch).unwrap_or(1),
-            (None, Backend::Postgres) => 1,
+        // The whole claim on both databases: set-based batches lock their orders in one
+        // sorted order, so concurrent workers on PostgreSQL cannot deadlock each other.
+        let n = match self.settings.events_per_transaction {
+            Some(n) => n,
+            None => usize::try_from(self.settings.claim_batch).unwrap_or(1),
         };
         n.max(1)
     }
 
-    /// A group of more than one event shares one transaction (one commit, one fsync), each
-    /// event in its own savepoint; what must only follow a commit (alerts, waking the
-    /// relay) waits for it.
-    async fn handle_group(
+    /// Processes a group set-based (`store::batch`): map every event, apply the batch in
+    /// one transaction of a few multi-row statements, file the failures beside it.
+    /// A claim fenced off is dropped and the batch runs again without it; a deadlock or
+    /// serialization failure runs it again; anything else the batch cannot do, and any
+    /// database error that persists, falls back to one savepoint per event, so a failing
+    /// event fails only itself.
+    async fn handle_batch(
         &self,
         group: &[Claimed],
         shutdown: &CancellationToken,
     ) -> anyhow::Result<()> {
-        let mut conn = self.db.writer().acquire().await?;
-        let mut after = AfterCommit::default();
-        if let [claim] = group {
-            self.handle_one(&mut conn, claim, shutdown, &mut after)
-                .await;
-        } else {
-            let mut tx = conn.begin().await?;
-            for claim in group {
-                self.handle_one(&mut tx, claim, shutdown, &mut after).await;
-            }
-            crate::store::commit_checked(tx).await?;
+        if shutdown.is_cancelled() {
+            // Releases every claim at once.
+            return self.handle_group(group, shutdown).await;
         }
+        let prepared: Vec<Prepared> = group.iter().map(|c| self.prepare(c)).collect();
+        let mut fenced: std::collections::BTreeSet<i64> = Default::default();
+        let mut conflicts = 0;
+        loop {
+            let live: Vec<(&Claimed, &Prepared)> = group
+                .iter()
+                .zip(&prepared)
+                .filter(|(c, _)| !fenced.contains(&c.id))
+                .collect();
+            if live.is_empty() {
+                return Ok(());
+            }
+            let inputs: Vec<batch::Input> = live
+                .iter()
+                .filter_map(|(claim, p)| match p {
+                    Prepared::Mapped(event) => Some(batch::Input::Mapped { claim, event }),
+                    Prepared::Ignored(reason) => Some(batch::Input::Ignored {
+                        claim,
+                        reason: reason.clone(),
+                    }),
+                    Prepared::Failed(_) => None,
+                })
+                .collect();
+            let mut conn = self.db.writer().acquire().await?;
+            let mut tx = conn.begin().await?;
+            let now = now_ms();
+            let error = match batch::apply_batch(
+                &mut tx,
+                self.db.backend,
+                &inputs,
+                &self.outbox,
+                now,
+            )
+            .await
+            {
+                Ok(outputs) => {
+                    let mut after = AfterCommit::default();
+                    match self.file_batch(&mut tx, &live, outputs, &mut after).await {
+                        Ok(()) => match crate::store::commit_checked(tx).await {
+                            Ok(()) => {
+                                self.after_commit(after);
+                                return Ok(());
+                            }
+                            Err(e) => batch::BatchError::Db(e),
+                        },
+                        Err(e) => {
+                            let _ = tx.rollback().await;
+                            batch::BatchError::Db(e)
+                        }
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    e
+                }
+            };
+            drop(conn);
+            match error {
+                batch::BatchError::Fenced(ids) => {
+                    info!(claims = ?ids, "claims fenced off; the batch runs again without them");
+                    fenced.extend(ids);
+                }
+                batch::BatchError::Db(e) if is_conflict(&e) && conflicts < MAX_CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    self.conflicts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    warn!(
+                        error = format!("{e:#}"),
+                        attempt = conflicts,
+                        "batch conflict; retrying it"
+                    );
+                    let pause = rand::Rng::gen_range(&mut rand::thread_rng(), 1..20u64);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+                other => {
+                    warn!(
+                        error = format!("{other:#}"),
+                        events = live.len(),
+                        "set-based batch not applied; processing its events one by one"
+                    );
+                    crate::metrics::batch_fallback();
+                    self.fallbacks
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let rest: Vec<Claimed> = live.iter().map(|(c, _)| (*c).clone()).collect();
+                    return self.handle_group(&rest, shutdown).await;
+                }
+            }
+        }
+    }
+
+    /// Maps a claim for the batch (pure: no database).
+    fn prepare(&self, claim: &Claimed) -> Prepared {
+        let Some(provider) = self.providers.get(&claim.provider) else {
+            return Prepared::Failed(Failure::new(
+                ErrorClass::Permanent,
+                format!("provider {} is not configured", claim.provider),
+            ));
+        };
+        match provider.mapping.map(&claim.raw_body) {
+            Ok(event) => Prepared::Mapped(event),
+            Err(e) if e.is_ignorable() => Prepared::Ignored(e.to_string()),
+            Err(e) => Prepared::Failed(Failure::new(ErrorClass::Permanent, e.to_string())),
+        }
+    }
+
+    /// Turns the batch's outputs into what each event became, filing the failures (retry
+    /// or dead letter) in the batch's transaction.
+    async fn file_batch(
+        &self,
+        conn: &mut AnyConnection,
+        live: &[(&Claimed, &Prepared)],
+        outputs: Vec<batch::Output>,
+        after: &mut AfterCommit,
+    ) -> anyhow::Result<()> {
+        let mut outputs = outputs.into_iter();
+        for (claim, prepared) in live {
+            let event_id = claim.event_id.as_str();
+            let output = match prepared {
+                Prepared::Failed(_) => None,
+                _ => Some(outputs.next().expect("one output per input")),
+            };
+            let verdict: Result<Handled, (Failure, Option<String>)> = match (prepared, output) {
+                (Prepared::Failed(failure), _) => Err((failure.clone(), None)),
+                (_, Some(batch::Output::Ignored)) => {
+                    info!(event_id, "ignored");
+                    Ok(Handled::Filed(Filed::Ignored))
+                }
+                (_, Some(batch::Output::Unresolved(reason))) => {
+                    Err((Failure::new(ErrorClass::Unknown, reason), None))
+                }
+                (_, Some(batch::Output::Effect { order_id, outcome })) => {
+                    if let EffectOutcome::Applied { moved, .. }
+                    | EffectOutcome::Stale { moved, .. }
+                    | EffectOutcome::Refused { moved, .. } = &outcome
+                    {
+                        after.moved.push((claim.provider.clone(), moved.clone()));
+                    }
+                    match outcome {
+                        EffectOutcome::Applied { status, .. } => {
+                            info!(event_id, order_id, status = status.as_str(), "applied");
+                            Ok(Handled::Filed(Filed::Applied))
+                        }
+                        EffectOutcome::Duplicate { reason, .. } => {
+                            info!(event_id, order_id, %reason, "duplicate effect");
+                            Ok(Handled::Filed(Filed::Duplicate))
+                        }
+                        EffectOutcome::Stale { reason, .. } => {
+                            info!(event_id, order_id, %reason, "stale");
+                            Ok(Handled::Filed(Filed::Stale))
+                        }
+                        EffectOutcome::Refused { reason, .. } => {
+                            info!(event_id, order_id, %reason, "refused regression, recorded");
+                            Ok(Handled::Filed(Filed::Refused))
+                        }
+                        EffectOutcome::Mismatch { reason, .. } => {
+                            Err((Failure::new(ErrorClass::Business, reason), Some(order_id)))
+                        }
+                        EffectOutcome::Fenced => Ok(Handled::Fenced),
+                    }
+                }
+                (_, None) => unreachable!("mapped and ignored events have outputs"),
+            };
+            let handled = match verdict {
+                Ok(handled) => handled,
+                Err((failure, order_id)) => {
+                    self.fail(conn, claim, &failure, order_id.as_deref(), after)
+                        .await?
+                }
+            };
+            note_handled(after, claim, &handled);
+        }
+        Ok(())
+    }
+
+    /// Alerts, wake-ups, metrics and rollups that must wait for a commit.
+    fn after_commit(&self, after: AfterCommit) {
         if after.applied {
             self.outbox_wake.notify_one();
         }
@@ -159,6 +399,29 @@ impl Processor {
                 ],
             );
         }
+    }
+
+    /// A group of more than one event shares one transaction (one commit, one fsync), each
+    /// event in its own savepoint; what must only follow a commit (alerts, waking the
+    /// relay) waits for it.
+    async fn handle_group(
+        &self,
+        group: &[Claimed],
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<()> {
+        let mut conn = self.db.writer().acquire().await?;
+        let mut after = AfterCommit::default();
+        if let [claim] = group {
+            self.handle_one(&mut conn, claim, shutdown, &mut after)
+                .await;
+        } else {
+            let mut tx = conn.begin().await?;
+            for claim in group {
+                self.handle_one(&mut tx, claim, shutdown, &mut after).await;
+            }
+            crate::store::commit_checked(tx).await?;
+        }
+        self.after_commit(after);
         Ok(())
     }
 
@@ -189,24 +452,7 @@ impl Processor {
             attempt = claim.attempt,
         );
         let handled = self.handle(conn, claim, after).instrument(span).await;
-        match &handled {
-            Handled::Filed(filed) => {
-                after
-                    .processed
-                    .push((claim.provider.clone(), filed.as_str(), claim.received_at))
-            }
-            Handled::RetryLater(_) => {
-                after
-                    .processed
-                    .push((claim.provider.clone(), "retry", claim.received_at))
-            }
-            Handled::Fenced => {}
-        }
-        // Stale and refused events may write outbox rows too (new money, a status change).
-        after.applied |= matches!(
-            handled,
-            Handled::Filed(Filed::Applied | Filed::Stale | Filed::Refused)
-        );
+        note_handled(after, claim, &handled);
     }
 
     /// Processes until nothing is due (rows waiting for a retry later are not due).

@@ -144,12 +144,17 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     crate::metrics::handle();
     let db = Db::connect(&settings.database_url).await?;
     db.migrate().await?;
+    if let Some(warning) = crate::store::autovacuum_warning(&db).await {
+        tracing::warn!("{warning}");
+    }
+    let shutdown = CancellationToken::new();
+    let mut background = Vec::new();
+    // Held before the first heartbeat advertises it (store::instances).
+    background.extend(crate::store::instances::hold_liveness(&db, shutdown.clone()).await?);
     // Claims a stopped instance left behind are released before our workers start.
     crate::store::instances::recover_at_start(&db).await?;
     let providers = Arc::new(Providers::build(&settings.providers)?);
     let wake = Arc::new(Notify::new());
-    let shutdown = CancellationToken::new();
-    let mut background = Vec::new();
 
     let webhooks = if settings.receiver.enabled {
         let (ingestor, writers) = Ingestor::start(db.clone(), wake.clone(), &settings.receiver);

@@ -1,7 +1,8 @@
-//! Many events per processing transaction (one savepoint each) must give exactly the state
-//! that one transaction per event gives: every outcome on its own, a failing event's writes
-//! undone without touching its neighbours, and later events seeing earlier ones of the
-//! same batch.
+//! Many events per processing transaction must give exactly the state that one transaction
+//! per event gives, whether the batch is applied set-based (a few multi-row statements for
+//! the whole batch, the default) or one savepoint per event: every outcome on its own, a
+//! failing event's writes undone without touching its neighbours, and later events seeing
+//! earlier ones of the same batch. Compared column by column, outbox payloads included.
 
 mod common;
 
@@ -11,6 +12,9 @@ use serde_json::json;
 
 both!(
     a_mixed_batch_in_one_transaction_equals_one_transaction_per_event,
+    many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_event,
+    a_fenced_claim_fails_the_set_based_batch_naming_it,
+    a_database_error_in_one_event_of_a_set_based_batch_fails_only_that_event,
     an_aborted_group_transaction_is_reported_not_silently_rolled_back,
 );
 
@@ -20,6 +24,8 @@ fn mixed_events() -> Vec<serde_json::Value> {
     unmapped["type"] = json!("customer.created");
     let mut in_dollars = refund_created("evt_m_usd", "pi_b", "re_usd", 5, T10_00 + 70);
     in_dollars["data"]["object"]["currency"] = json!("usd");
+    let mut twice_usd = refund_created("evt_m_twice_usd", "pi_b", "re_twice", 7, T10_00 + 95);
+    twice_usd["data"]["object"]["currency"] = json!("usd");
     vec![
         // applied; remembers pi_b for the events below
         payment_intent_succeeded("evt_m_pay", "pi_b", "order-b", 100, T10_00),
@@ -42,28 +48,91 @@ fn mixed_events() -> Vec<serde_json::Value> {
         unmapped,
         // a partial refund that fits: applied after the failures above were rolled back
         refund_created("evt_m_refund_b", "pi_b", "re_b", 40, T10_00 + 90),
+        // one refund announced twice: first in the wrong currency (dead letter, its effect
+        // key left free), then right: the second event takes the key
+        twice_usd,
+        refund_created("evt_m_twice_eur", "pi_b", "re_twice", 7, T10_00 + 95),
     ]
 }
 
 struct Outcome {
     state: Snapshot,
+    /// Every column the processor writes, times aside, table by table.
+    columns: Vec<Vec<String>>,
     dead_letters: Vec<(String, String)>,
     waiting: Vec<String>,
 }
 
-async fn process_mixed(kind: Kind, events_per_transaction: usize) -> Outcome {
-    let app = TestApp::spawn_with(kind, |s| {
-        s.processor.enabled = false;
-        s.outbox.relay.enabled = false;
-        s.processor.claim_batch = 32;
-        s.processor.events_per_transaction = Some(events_per_transaction);
-    })
-    .await;
+/// How a test processes its claim.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    /// One transaction per event.
+    PerEvent,
+    /// One transaction for the claim, one savepoint and several statements per event.
+    Savepoints,
+    /// One transaction for the claim, a few multi-row statements for all of it (default).
+    SetBased,
+}
+
+fn configure(s: &mut oncehook::config::Settings, mode: Mode) {
+    s.processor.enabled = false;
+    s.outbox.relay.enabled = false;
+    s.processor.claim_batch = 32;
+    match mode {
+        Mode::PerEvent => s.processor.events_per_transaction = Some(1),
+        Mode::Savepoints => {
+            s.processor.events_per_transaction = None;
+            s.processor.set_based = false;
+        }
+        Mode::SetBased => {
+            s.processor.events_per_transaction = None;
+            assert!(s.processor.set_based, "set-based is the default");
+        }
+    }
+}
+
+/// The columns the processor writes, as text, times (which differ run to run) left out.
+async fn columns(db: &oncehook::store::Db) -> Vec<Vec<String>> {
+    let queries = [
+        "SELECT order_id, status, currency, amount_paid, amount_refunded, amount_disputed, \
+         attention, last_event_at, last_event_id FROM orders ORDER BY order_id",
+        "SELECT order_id, kind, resource_id, parent_ref, state, class, at_ms, sequence, rank, \
+         amount, money_seen, canceled_at, provider, event_id FROM order_facts \
+         ORDER BY order_id, kind, resource_id",
+        "SELECT effect_key, transition, order_id, external_ref, provider, event_id, outcome \
+         FROM processed_effects ORDER BY effect_key",
+        "SELECT effect_key, order_id, transition, status_after, amount, currency, external_ref, \
+         provider, event_id, occurred_at, entry, group_ref, counted FROM order_ledger \
+         ORDER BY effect_key",
+        // (correlation ids are fresh per request: not compared)
+        "SELECT idempotency_key, effect_key, order_id, topic, sink, payload, status \
+         FROM outbox ORDER BY idempotency_key",
+        "SELECT event_id, order_id, provider, transition, kind, reason, order_status, amount, \
+         currency, occurred_at FROM stale_events ORDER BY event_id",
+        "SELECT provider, reference, order_id FROM payment_refs ORDER BY provider, reference",
+        "SELECT event_id, status, reason, order_id, effect_key FROM inbox_events ORDER BY event_id",
+    ];
+    let mut out = Vec::new();
+    for sql in queries {
+        let rows = sqlx::query(sql).fetch_all(db.reader()).await.unwrap();
+        out.push(rows.iter().map(row_text).collect());
+    }
+    out
+}
+
+async fn process_mixed(kind: Kind, mode: Mode) -> Outcome {
+    let app = TestApp::spawn_with(kind, |s| configure(s, mode)).await;
     for event in mixed_events() {
         assert_eq!(app.post_stripe(&event).await.status(), 200);
     }
-    let claimed = app.processor().run_once(&Default::default()).await.unwrap();
-    assert_eq!(claimed, 10, "one claim takes the whole set");
+    let processor = app.processor();
+    let claimed = processor.run_once(&Default::default()).await.unwrap();
+    assert_eq!(claimed, 12, "one claim takes the whole set");
+    assert_eq!(
+        processor.batch_fallbacks(),
+        0,
+        "{mode:?}: no batch fell back"
+    );
     let rows = |sql: &'static str| {
         let pool = app.db.reader().clone();
         async move {
@@ -75,6 +144,7 @@ async fn process_mixed(kind: Kind, events_per_transaction: usize) -> Outcome {
     };
     let outcome = Outcome {
         state: snapshot(&app.db).await,
+        columns: columns(&app.db).await,
         dead_letters: rows("SELECT event_id, error_class FROM dead_letters ORDER BY event_id")
             .await,
         waiting: rows(
@@ -90,11 +160,23 @@ async fn process_mixed(kind: Kind, events_per_transaction: usize) -> Outcome {
 }
 
 async fn a_mixed_batch_in_one_transaction_equals_one_transaction_per_event(kind: Kind) {
-    let batched = process_mixed(kind, 32).await;
-    let single = process_mixed(kind, 1).await;
-    assert_eq!(batched.state, single.state);
-    assert_eq!(batched.dead_letters, single.dead_letters);
-    assert_eq!(batched.waiting, single.waiting);
+    let single = process_mixed(kind, Mode::PerEvent).await;
+    let savepoints = process_mixed(kind, Mode::Savepoints).await;
+    let batched = process_mixed(kind, Mode::SetBased).await;
+    for (name, other) in [("savepoints", &savepoints), ("set-based", &batched)] {
+        assert_eq!(other.state, single.state, "{name}");
+        for (table, (got, want)) in other.columns.iter().zip(&single.columns).enumerate() {
+            assert_eq!(got.len(), want.len(), "{name}: rows of table {table}");
+            for (g, w) in got.iter().zip(want) {
+                assert_eq!(
+                    g, w,
+                    "{name}: table {table} differs from one transaction per event"
+                );
+            }
+        }
+        assert_eq!(other.dead_letters, single.dead_letters, "{name}");
+        assert_eq!(other.waiting, single.waiting, "{name}");
+    }
 
     // And the state is the right one, not merely the same one.
     let status = |id: &str| {
@@ -116,9 +198,14 @@ async fn a_mixed_batch_in_one_transaction_equals_one_transaction_per_event(kind:
     assert_eq!(status("evt_m_orphan"), "pending");
     assert_eq!(status("evt_m_unmapped"), "ignored");
     assert_eq!(status("evt_m_refund_b"), "applied");
+    assert_eq!(status("evt_m_twice_usd"), "dead");
+    assert_eq!(status("evt_m_twice_eur"), "applied");
     assert_eq!(
         batched.dead_letters,
-        vec![("evt_m_usd".to_string(), "business".to_string())]
+        vec![
+            ("evt_m_twice_usd".to_string(), "business".to_string()),
+            ("evt_m_usd".to_string(), "business".to_string())
+        ]
     );
     assert_eq!(batched.waiting, vec!["evt_m_orphan".to_string()]);
     let orders: Vec<(&str, &str)> = batched
@@ -133,20 +220,308 @@ async fn a_mixed_batch_in_one_transaction_equals_one_transaction_per_event(kind:
     );
     assert_eq!(
         batched.state.effects.len(),
-        6,
-        "pay b, too-much refund, refused failure, refund b, refunded total c, stale pay c: \
-         only the mismatched key stays free"
+        7,
+        "pay b, too-much refund, refused failure, refund b, refund twice, refunded total c, \
+         stale pay c: only the mismatched key stays free"
+    );
+    let twice = batched
+        .state
+        .effects
+        .iter()
+        .find(|(_, transition, event, _)| {
+            transition == "refund" && event.starts_with("evt_m_twice")
+        })
+        .expect("the refund announced twice has its effect");
+    assert_eq!(
+        twice.2, "evt_m_twice_eur",
+        "held by the event that applied it"
     );
     assert_eq!(
         batched.state.ledger.len(),
-        5,
-        "payment b, refunds re_big and re_b, refunded total c, payment c"
+        6,
+        "payment b, refunds re_big, re_b and re_twice, refunded total c, payment c"
     );
     assert_eq!(
         batched.state.stale.len(),
         2,
         "the late payment and the refusal"
     );
+}
+
+/// 40 orders, each with a payment announced twice (the second event names the order only
+/// through the payment), a refund and some a dispute, all shuffled: four workers claiming
+/// eight at a time apply them in overlapping set-based batches. The state must be the one
+/// a single worker reaches one transaction per event, as far as arrival order cannot
+/// change it, and on PostgreSQL no batch may deadlock (orders are locked in one order).
+fn many_orders() -> Vec<serde_json::Value> {
+    let mut events = Vec::new();
+    for o in 0..40i64 {
+        let (order, pi) = (format!("order-{o:02}"), format!("pi_{o:02}"));
+        events.push(payment_intent_succeeded(
+            &format!("evt_p{o}"),
+            &pi,
+            &order,
+            1000,
+            T10_00 + o,
+        ));
+        events.push(invoice_paid_new(
+            &format!("evt_i{o}"),
+            &pi,
+            1000,
+            T10_00 + o + 1,
+        ));
+        events.push(refund_created(
+            &format!("evt_r{o}"),
+            &pi,
+            &format!("re_{o}"),
+            100 * (o % 5 + 1),
+            T10_00 + o + 60,
+        ));
+        if o % 3 == 0 {
+            events.push(dispute_created(
+                &format!("evt_d{o}"),
+                &pi,
+                &format!("dp_{o}"),
+                900,
+                T10_00 + o + 120,
+            ));
+        }
+    }
+    let mut rng: u64 = 18;
+    for i in (1..events.len()).rev() {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        events.swap(i, (rng >> 33) as usize % (i + 1));
+    }
+    events
+}
+
+async fn process_many(kind: Kind, mode: Mode, workers: usize) -> (Vec<Vec<String>>, u64, u64) {
+    let app = TestApp::spawn_with(kind, |s| {
+        configure(s, mode);
+        s.processor.claim_batch = 8;
+        // Events that name their order only through a payment not yet applied retry soon.
+        s.processor.retry.base_ms = 5;
+        s.processor.retry.cap_ms = 20;
+    })
+    .await;
+    for event in many_orders() {
+        assert_eq!(app.post_stripe(&event).await.status(), 200);
+    }
+    let processor = std::sync::Arc::new(app.processor());
+    for round in 0.. {
+        let tasks: Vec<_> = (0..workers)
+            .map(|_| {
+                let p = processor.clone();
+                tokio::spawn(async move { p.run_until_idle().await.unwrap() })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let open = app
+            .count("SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing')")
+            .await;
+        if open == 0 {
+            break;
+        }
+        assert!(round < 500, "{open} events still open");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // What arrival order cannot change.
+    let queries = [
+        "SELECT order_id, status, currency, amount_paid, amount_refunded, amount_disputed, \
+         attention FROM orders ORDER BY order_id",
+        "SELECT order_id, kind, resource_id, parent_ref, state, amount, money_seen, canceled_at \
+         FROM order_facts ORDER BY order_id, kind, resource_id",
+        "SELECT effect_key, transition, order_id, external_ref FROM processed_effects \
+         ORDER BY effect_key",
+        "SELECT effect_key, order_id, entry, amount, counted, currency FROM order_ledger \
+         ORDER BY effect_key",
+        "SELECT provider, reference, order_id FROM payment_refs ORDER BY provider, reference",
+        "SELECT effect_key, COUNT(*) FROM outbox WHERE topic NOT LIKE 'order.%' \
+         GROUP BY effect_key ORDER BY effect_key",
+        "SELECT status, COUNT(*) FROM inbox_events GROUP BY status ORDER BY status",
+    ];
+    let mut out = Vec::new();
+    for sql in queries {
+        let rows = sqlx::query(sql).fetch_all(app.db.reader()).await.unwrap();
+        out.push(rows.iter().map(row_text).collect());
+    }
+    let dead = app.count("SELECT COUNT(*) FROM dead_letters").await;
+    assert_eq!(dead, 0, "{mode:?}: nothing dead-lettered");
+    let unannounced = app
+        .count(
+            "SELECT COUNT(*) FROM order_ledger l WHERE \
+             (SELECT COUNT(*) FROM outbox o WHERE o.effect_key = l.effect_key) <> 1",
+        )
+        .await;
+    assert_eq!(unannounced, 0, "{mode:?}: one message per ledger entry");
+    let result = (
+        out,
+        processor.batch_fallbacks(),
+        processor.batch_conflicts(),
+    );
+    app.shutdown().await;
+    result
+}
+
+async fn many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_event(kind: Kind) {
+    let (single, _, _) = process_many(kind, Mode::PerEvent, 1).await;
+    let (batched, fallbacks, conflicts) = process_many(kind, Mode::SetBased, 4).await;
+    for (table, (got, want)) in batched.iter().zip(&single).enumerate() {
+        assert_eq!(got, want, "table {table}");
+    }
+    assert_eq!(single[0].len(), 40, "every order exists");
+    assert_eq!(fallbacks, 0, "every batch was applied set-based");
+    assert_eq!(
+        conflicts, 0,
+        "no batch deadlocked: orders are locked in one order"
+    );
+}
+
+/// A claim another worker took over (its attempt moved on) fails the whole batch, naming
+/// it, and nothing of the batch is written; the processor then runs it without that claim.
+async fn a_fenced_claim_fails_the_set_based_batch_naming_it(kind: Kind) {
+    use oncehook::store::batch::{apply_batch, BatchError, Input};
+    use sqlx::Connection;
+    let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
+    for o in 0..3 {
+        let event = payment_intent_succeeded(
+            &format!("evt_f{o}"),
+            &format!("pi_f{o}"),
+            &format!("order-f{o}"),
+            500,
+            T10_00,
+        );
+        assert_eq!(app.post_stripe(&event).await.status(), 200);
+    }
+    let now = oncehook::store::now_ms();
+    let claims = oncehook::store::inbox::claim(&app.db, now, now + 30_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(claims.len(), 3);
+    sqlx::query("UPDATE inbox_events SET attempts = attempts + 1 WHERE id = $1")
+        .bind(claims[1].id)
+        .execute(app.db.writer())
+        .await
+        .unwrap();
+    let providers = oncehook::config::Providers::build(&app.settings.providers).unwrap();
+    let mapped: Vec<_> = claims
+        .iter()
+        .map(|c| {
+            providers
+                .get(&c.provider)
+                .unwrap()
+                .mapping
+                .map(&c.raw_body)
+                .unwrap()
+        })
+        .collect();
+    let inputs: Vec<Input> = claims
+        .iter()
+        .zip(&mapped)
+        .map(|(claim, event)| Input::Mapped { claim, event })
+        .collect();
+    let mut conn = app.db.writer().acquire().await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    let result = apply_batch(&mut tx, app.db.backend, &inputs, &app.settings.outbox, now).await;
+    match result {
+        Err(BatchError::Fenced(ids)) => assert_eq!(ids, vec![claims[1].id]),
+        other => panic!("expected the fenced claim, got {other:?}"),
+    }
+    tx.rollback().await.unwrap();
+    drop(conn);
+    assert_eq!(app.count("SELECT COUNT(*) FROM orders").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM processed_effects").await, 0);
+
+    // Handed back (as after its lease), the three are applied by one set-based batch.
+    sqlx::query("UPDATE inbox_events SET status = 'pending', next_attempt_at = 0")
+        .execute(app.db.writer())
+        .await
+        .unwrap();
+    let processor = app.processor();
+    assert_eq!(processor.run_until_idle().await.unwrap(), 3);
+    assert_eq!(processor.batch_fallbacks(), 0);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM inbox_events WHERE status = 'applied'")
+            .await,
+        3
+    );
+    app.shutdown().await;
+}
+
+/// A write the database refuses for one order (a trigger stands in for any constraint or
+/// storage failure): the set-based batch as a whole fails, is processed again one event at a
+/// time, and only that event fails (to be retried); its neighbours are applied.
+async fn a_database_error_in_one_event_of_a_set_based_batch_fails_only_that_event(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
+    let trigger: &[&str] = match kind {
+        Kind::Sqlite => &["CREATE TRIGGER refuse_bad BEFORE INSERT ON order_ledger \
+             WHEN NEW.order_id = 'order-bad' BEGIN SELECT RAISE(ABORT, 'refused for the test'); END"],
+        Kind::Postgres => &[
+            "CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF NEW.order_id = 'order-bad' THEN RAISE EXCEPTION 'refused for the test'; END IF; \
+             RETURN NEW; END $$",
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON order_ledger \
+             FOR EACH ROW EXECUTE FUNCTION refuse_bad()",
+        ],
+    };
+    for sql in trigger {
+        sqlx::query(sql).execute(app.db.writer()).await.unwrap();
+    }
+    for (id, order) in [
+        ("evt_ok1", "order-ok1"),
+        ("evt_bad", "order-bad"),
+        ("evt_ok2", "order-ok2"),
+    ] {
+        let event = payment_intent_succeeded(id, &format!("pi_{id}"), order, 700, T10_00);
+        assert_eq!(app.post_stripe(&event).await.status(), 200);
+    }
+    let processor = app.processor();
+    assert_eq!(processor.run_once(&Default::default()).await.unwrap(), 3);
+    assert_eq!(processor.batch_fallbacks(), 1, "the batch fell back once");
+    let state = snapshot(&app.db).await;
+    let inbox: Vec<(&str, &str)> = state
+        .inbox
+        .iter()
+        .map(|(id, status, _)| (id.as_str(), status.as_str()))
+        .collect();
+    assert_eq!(
+        inbox,
+        vec![
+            ("evt_bad", "pending"),
+            ("evt_ok1", "applied"),
+            ("evt_ok2", "applied")
+        ]
+    );
+    let orders: Vec<&str> = state.orders.iter().map(|o| o.0.as_str()).collect();
+    assert_eq!(
+        orders,
+        vec!["order-ok1", "order-ok2"],
+        "nothing of the failed event kept"
+    );
+    let reason: String =
+        sqlx::query_scalar("SELECT reason FROM inbox_events WHERE event_id = 'evt_bad'")
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap();
+    assert!(reason.contains("refused for the test"), "{reason}");
+    app.shutdown().await;
+}
+
+fn row_text(r: &sqlx::any::AnyRow) -> String {
+    use sqlx::Row;
+    (0..r.columns().len())
+        .map(|i| {
+            r.try_get::<Option<String>, _>(i)
+                .map(|v| format!("{v:?}"))
+                .or_else(|_| r.try_get::<Option<i64>, _>(i).map(|v| format!("{v:?}")))
+                .unwrap()
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 /// On PostgreSQL a statement failing outside a savepoint aborts the transaction and COMMIT

@@ -10,7 +10,48 @@ use common::fixtures::*;
 use common::peers::Merchant;
 use common::{Kind, TestApp};
 
-both!(order_show_and_events_list_print_the_documented_json);
+both!(
+    order_show_and_events_list_print_the_documented_json,
+    serve_warns_when_autovacuum_is_off_and_the_hot_tables_carry_their_own_settings,
+);
+
+/// `oncehook serve` says at start-up that PostgreSQL's autovacuum is off (as on the
+/// machine the benchmarks run on), and says nothing when it is on or on SQLite; the queue
+/// tables carry migration 0013's autovacuum settings.
+async fn serve_warns_when_autovacuum_is_off_and_the_hot_tables_carry_their_own_settings(
+    kind: Kind,
+) {
+    let db = common::TestDb::new(kind).await;
+    let server = common::binary::Binary::start(&db, "").await;
+    let log = server.stop();
+    let store = db.connect().await;
+    let warned = log.contains("PostgreSQL runs with autovacuum = off");
+    match kind {
+        Kind::Sqlite => assert!(!warned, "{log}"),
+        Kind::Postgres => {
+            let setting: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
+                .fetch_one(store.reader())
+                .await
+                .unwrap();
+            assert_eq!(warned, setting == "off", "autovacuum = {setting}: {log}");
+            for table in ["inbox_events", "outbox"] {
+                let options: String = sqlx::query_scalar(
+                    "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = $1",
+                )
+                .bind(table)
+                .fetch_one(store.reader())
+                .await
+                .unwrap();
+                assert!(
+                    options.contains("autovacuum_vacuum_scale_factor=0.01")
+                        && options.contains("autovacuum_vacuum_cost_delay=0"),
+                    "{table}: {options}"
+                );
+            }
+        }
+    }
+    store.close().await;
+}
 
 fn cli(app: &TestApp, args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_oncehook"))

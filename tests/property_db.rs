@@ -3,8 +3,10 @@
 //! partial and full refunds some of which fail later, disputes won or lost, running refund
 //! totals, each fact announced by one or two event types, many same-second ties, sequences
 //! on some resources), delivered in order, shuffled with duplicates one by one, all at once
-//! to four concurrent workers, and all at once to a worker committing eight events per
-//! transaction. Each time the database must hold exactly the model's facts: totals per kind,
+//! to four concurrent workers one event per transaction, all at once to a worker applying
+//! eight events per transaction set-based (the default) and one applying them with a
+//! savepoint each, and all at once to four concurrent workers applying set-based batches of
+//! four (group commit, the default on both databases). Each time the database must hold exactly the model's facts: totals per kind,
 //! status, one ledger entry per fact and reversal, one outbox message per entry, status
 //! messages that form a chain ending in the model's status, nothing dead-lettered; and
 //! `oncehook verify` finds no drift.
@@ -351,8 +353,12 @@ fn model(history: &[Ev]) -> Expected {
 struct Harness {
     db: Db,
     processor: Arc<Processor>,
-    /// Eight events per transaction, one savepoint each (group commit).
+    /// Eight events per transaction, set-based (the default).
     grouped: Processor,
+    /// Eight events per transaction, one savepoint each.
+    savepoints: Processor,
+    /// Batches of four, set-based, run by four concurrent workers.
+    batches: Arc<Processor>,
 }
 
 impl Harness {
@@ -366,11 +372,20 @@ impl Harness {
         let processor = Arc::new(common::processor(&db, &settings));
         settings.processor.claim_batch = 8;
         settings.processor.events_per_transaction = Some(8);
+        assert!(settings.processor.set_based, "set-based is the default");
         let grouped = common::processor(&db, &settings);
+        settings.processor.set_based = false;
+        let savepoints = common::processor(&db, &settings);
+        settings.processor.set_based = true;
+        settings.processor.claim_batch = 4;
+        settings.processor.events_per_transaction = None;
+        let batches = Arc::new(common::processor(&db, &settings));
         Harness {
             db,
             processor,
             grouped,
+            savepoints,
+            batches,
         }
     }
 
@@ -419,6 +434,44 @@ impl Harness {
     async fn deliver_all_at_once_grouped(&self, order: &str, events: &[(String, Ev)]) {
         self.store_all(order, events).await;
         self.grouped.run_until_idle().await.unwrap();
+    }
+
+    async fn deliver_all_at_once_with_savepoints(&self, order: &str, events: &[(String, Ev)]) {
+        self.store_all(order, events).await;
+        self.savepoints.run_until_idle().await.unwrap();
+    }
+
+    async fn deliver_all_at_once_to_concurrent_batches(
+        &self,
+        order: &str,
+        events: &[(String, Ev)],
+    ) {
+        self.store_all(order, events).await;
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let p = self.batches.clone();
+                tokio::spawn(async move { p.run_until_idle().await.unwrap() })
+            })
+            .collect();
+        for w in workers {
+            w.await.unwrap();
+        }
+    }
+
+    /// The set-based processors applied every batch as one, none deadlocked.
+    fn every_batch_was_set_based(&self) -> Result<(), String> {
+        let counts = [
+            self.grouped.batch_fallbacks(),
+            self.grouped.batch_conflicts(),
+            self.batches.batch_fallbacks(),
+            self.batches.batch_conflicts(),
+        ];
+        if counts != [0; 4] {
+            return Err(format!(
+                "fallbacks / conflicts (grouped, concurrent batches): {counts:?}"
+            ));
+        }
+        Ok(())
     }
 
     /// Checks the order's state against the model; `Err` names the first difference.
@@ -597,16 +650,26 @@ fn permutations(kind: Kind) {
         let with_prefix = |p: &str| arrival.iter().map(|(id, e)| (format!("{p}-{id}"), e.clone())).collect::<Vec<_>>();
 
         let results = rt.block_on(async {
-            let orders = [format!("ordered-{n}"), format!("shuffled-{n}"), format!("concurrent-{n}"), format!("grouped-{n}")];
+            let orders = [
+                format!("ordered-{n}"),
+                format!("shuffled-{n}"),
+                format!("concurrent-{n}"),
+                format!("grouped-{n}"),
+                format!("savepoints-{n}"),
+                format!("batches-{n}"),
+            ];
             harness.deliver_one_by_one(&orders[0], &reference).await;
             harness.deliver_one_by_one(&orders[1], &with_prefix("s")).await;
             harness.deliver_all_at_once(&orders[2], &with_prefix("c")).await;
             harness.deliver_all_at_once_grouped(&orders[3], &with_prefix("g")).await;
+            harness.deliver_all_at_once_with_savepoints(&orders[4], &with_prefix("p")).await;
+            harness.deliver_all_at_once_to_concurrent_batches(&orders[5], &with_prefix("b")).await;
             let mut out = Vec::new();
             for o in &orders {
                 out.push(harness.check(o, &expected).await);
             }
             out.push(harness.verify_finds_nothing().await);
+            out.push(harness.every_batch_was_set_based());
             out
         });
         for r in results {

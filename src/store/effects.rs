@@ -191,11 +191,12 @@ pub(crate) fn entry_row(row: AnyRow) -> anyhow::Result<Entry> {
 }
 
 /// The order row as it was before this event, read under its row lock.
-struct OrderBefore {
-    status: OrderStatus,
-    totals: Totals,
-    currency: Option<String>,
-    last_event_at: Option<i64>,
+#[derive(Clone, Debug)]
+pub(crate) struct OrderBefore {
+    pub(crate) status: OrderStatus,
+    pub(crate) totals: Totals,
+    pub(crate) currency: Option<String>,
+    pub(crate) last_event_at: Option<i64>,
 }
 
 async fn lock_order(tx: &mut Transaction<'_, Any>, order_id: &str) -> anyhow::Result<OrderBefore> {
@@ -508,55 +509,15 @@ pub async fn apply(
         write_status_message(&mut tx, &ctx, &key, before.status).await?;
     }
 
-    // What people read: a refused regression, an update older than its resource's latest,
-    // or news that arrived after newer news and changed nothing (its money, if new, is in
-    // the ledger all the same).
-    // A refund or dispute that moved the totals is news whenever it arrives; anything else
-    // stamped no later than the order's newest news that left its status alone is stale.
-    let not_newer = before
-        .last_event_at
-        .is_some_and(|last| event.occurred_at_ms <= last);
-    let moved_refund_or_dispute = !matches!(transition.resource(), ResourceKind::Payment)
-        && projection.totals != before.totals;
-    let older_than_order = not_newer && !moved_refund_or_dispute;
-    let moved = Moved {
-        paid: projection.totals.paid - before.totals.paid,
-        refunded: projection.totals.refunded - before.totals.refunded,
-        disputed: projection.totals.disputed - before.totals.disputed,
-        currency: ctx.currency.map(str::to_owned),
-    };
-    let outcome = match update {
-        Update::Refused(reason) => EffectOutcome::Refused {
-            key: key.to_string(),
-            reason,
-            moved,
-        },
-        Update::Stale(reason) => EffectOutcome::Stale {
-            key: key.to_string(),
-            reason: with_money_note(reason, &entries),
-            moved,
-        },
-        Update::Applied if older_than_order && projection.status == before.status => {
-            EffectOutcome::Stale {
-                key: key.to_string(),
-                reason: with_money_note(
-                    format!(
-                        "{} of {} arrived after newer news and left the order {}",
-                        transition.as_str(),
-                        event.external_ref,
-                        projection.status.as_str()
-                    ),
-                    &entries,
-                ),
-                moved,
-            }
-        }
-        Update::Applied => EffectOutcome::Applied {
-            key: key.to_string(),
-            status: projection.status,
-            moved,
-        },
-    };
+    let outcome = classify(
+        update,
+        &before,
+        &projection,
+        event,
+        &entries,
+        &key,
+        ctx.currency,
+    );
     let (filed, reason) = match &outcome {
         EffectOutcome::Applied { .. } => (Filed::Applied, None),
         EffectOutcome::Stale { reason, .. } => (Filed::Stale, Some(reason.as_str())),
@@ -594,13 +555,76 @@ pub async fn apply(
     Ok(outcome)
 }
 
-fn attention_json(p: &Projection) -> anyhow::Result<Option<String>> {
+/// The outcome of an effect that won its key, from the guard's verdict and the order
+/// before and after; the per-event transaction and the set-based batch share it.
+pub(crate) fn classify(
+    update: Update,
+    before: &OrderBefore,
+    projection: &Projection,
+    event: &MappedEvent,
+    entries: &[Entry],
+    key: &EffectKey,
+    currency: Option<&str>,
+) -> EffectOutcome {
+    let transition = event.transition;
+    // What people read: a refused regression, an update older than its resource's latest,
+    // or news that arrived after newer news and changed nothing (its money, if new, is in
+    // the ledger all the same).
+    // A refund or dispute that moved the totals is news whenever it arrives; anything else
+    // stamped no later than the order's newest news that left its status alone is stale.
+    let not_newer = before
+        .last_event_at
+        .is_some_and(|last| event.occurred_at_ms <= last);
+    let moved_refund_or_dispute = !matches!(transition.resource(), ResourceKind::Payment)
+        && projection.totals != before.totals;
+    let older_than_order = not_newer && !moved_refund_or_dispute;
+    let moved = Moved {
+        paid: projection.totals.paid - before.totals.paid,
+        refunded: projection.totals.refunded - before.totals.refunded,
+        disputed: projection.totals.disputed - before.totals.disputed,
+        currency: currency.map(str::to_owned),
+    };
+    match update {
+        Update::Refused(reason) => EffectOutcome::Refused {
+            key: key.to_string(),
+            reason,
+            moved,
+        },
+        Update::Stale(reason) => EffectOutcome::Stale {
+            key: key.to_string(),
+            reason: with_money_note(reason, entries),
+            moved,
+        },
+        Update::Applied if older_than_order && projection.status == before.status => {
+            EffectOutcome::Stale {
+                key: key.to_string(),
+                reason: with_money_note(
+                    format!(
+                        "{} of {} arrived after newer news and left the order {}",
+                        transition.as_str(),
+                        event.external_ref,
+                        projection.status.as_str()
+                    ),
+                    entries,
+                ),
+                moved,
+            }
+        }
+        Update::Applied => EffectOutcome::Applied {
+            key: key.to_string(),
+            status: projection.status,
+            moved,
+        },
+    }
+}
+
+pub(crate) fn attention_json(p: &Projection) -> anyhow::Result<Option<String>> {
     Ok((!p.attention.is_empty())
         .then(|| serde_json::to_string(&p.attention))
         .transpose()?)
 }
 
-fn with_money_note(reason: String, entries: &[Entry]) -> String {
+pub(crate) fn with_money_note(reason: String, entries: &[Entry]) -> String {
     let counted: Vec<String> = entries
         .iter()
         .map(|e| format!("{} {} {}", e.kind.as_str(), e.resource_id, e.amount))
@@ -616,14 +640,14 @@ fn with_money_note(reason: String, entries: &[Entry]) -> String {
 }
 
 /// What every row this event writes shares.
-struct Written<'a> {
-    claim: &'a Claimed,
-    event: &'a MappedEvent,
-    order_id: &'a str,
-    outbox: &'a OutboxSettings,
-    now: i64,
-    projection: &'a Projection,
-    currency: Option<&'a str>,
+pub(crate) struct Written<'a> {
+    pub(crate) claim: &'a Claimed,
+    pub(crate) event: &'a MappedEvent,
+    pub(crate) order_id: &'a str,
+    pub(crate) outbox: &'a OutboxSettings,
+    pub(crate) now: i64,
+    pub(crate) projection: &'a Projection,
+    pub(crate) currency: Option<&'a str>,
 }
 
 impl Written<'_> {
@@ -641,34 +665,70 @@ pub fn entry_key(order_id: &str, entry: &Entry) -> EffectKey {
     EffectKey::from_parts(&["ledger", entry.kind.as_str(), order_id, &entry.identity()])
 }
 
-async fn write_entry(
-    tx: &mut Transaction<'_, Any>,
-    ctx: &Written<'_>,
-    entry: &Entry,
-) -> anyhow::Result<()> {
+/// One `order_ledger` row, as the per-event and the set-based paths write it.
+pub(crate) struct LedgerRow {
+    pub(crate) order_id: String,
+    pub(crate) transition: &'static str,
+    pub(crate) status_after: &'static str,
+    pub(crate) amount: i64,
+    pub(crate) currency: Option<String>,
+    pub(crate) external_ref: String,
+    pub(crate) effect_key: String,
+    pub(crate) provider: String,
+    pub(crate) event_id: String,
+    pub(crate) occurred_at: i64,
+    pub(crate) recorded_at: i64,
+    pub(crate) entry: &'static str,
+    pub(crate) group_ref: Option<String>,
+    pub(crate) counted: i64,
+}
+
+/// One `outbox` row (status `pending`, due at once).
+pub(crate) struct OutboxRow {
+    pub(crate) idempotency_key: String,
+    pub(crate) effect_key: String,
+    pub(crate) order_id: String,
+    pub(crate) topic: String,
+    pub(crate) sink: String,
+    pub(crate) payload: String,
+    pub(crate) correlation_id: String,
+    pub(crate) now: i64,
+}
+
+/// One `stale_events` row.
+pub(crate) struct StaleRow {
+    pub(crate) order_id: String,
+    pub(crate) provider: String,
+    pub(crate) event_id: String,
+    pub(crate) transition: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) reason: String,
+    pub(crate) order_status: &'static str,
+    pub(crate) amount: Option<i64>,
+    pub(crate) currency: Option<String>,
+    pub(crate) occurred_at: i64,
+    pub(crate) recorded_at: i64,
+}
+
+/// The ledger row of an entry and the outbox rows announcing it.
+pub(crate) fn entry_rows(ctx: &Written<'_>, entry: &Entry) -> (LedgerRow, Vec<OutboxRow>) {
     let key = entry_key(ctx.order_id, entry);
-    sqlx::query(
-        "INSERT INTO order_ledger (order_id, transition, status_after, amount, currency, \
-         external_ref, effect_key, provider, event_id, occurred_at, recorded_at, entry, \
-         group_ref, counted) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-    )
-    .bind(ctx.order_id)
-    .bind(ctx.event.transition.as_str())
-    .bind(ctx.projection.status.as_str())
-    .bind(entry.amount)
-    .bind(ctx.currency)
-    .bind(&entry.resource_id)
-    .bind(key.as_str())
-    .bind(&ctx.claim.provider)
-    .bind(&ctx.claim.event_id)
-    .bind(ctx.event.occurred_at_ms)
-    .bind(ctx.now)
-    .bind(entry.kind.as_str())
-    .bind(&entry.group)
-    .bind(entry.counted)
-    .execute(&mut **tx)
-    .await?;
+    let ledger = LedgerRow {
+        order_id: ctx.order_id.to_string(),
+        transition: ctx.event.transition.as_str(),
+        status_after: ctx.projection.status.as_str(),
+        amount: entry.amount,
+        currency: ctx.currency.map(str::to_owned),
+        external_ref: entry.resource_id.clone(),
+        effect_key: key.as_str().to_string(),
+        provider: ctx.claim.provider.clone(),
+        event_id: ctx.claim.event_id.clone(),
+        occurred_at: ctx.event.occurred_at_ms,
+        recorded_at: ctx.now,
+        entry: entry.kind.as_str(),
+        group_ref: entry.group.clone(),
+        counted: entry.counted,
+    };
     let topic = entry.kind.topic();
     let payload = json!({
         "type": topic,
@@ -681,15 +741,11 @@ async fn write_entry(
         "status": ctx.projection.status.as_str(),
         "totals": ctx.totals_json(),
     });
-    write_messages(tx, ctx, &key, topic, payload).await
+    (ledger, message_rows(ctx, &key, topic, payload))
 }
 
-async fn write_status_message(
-    tx: &mut Transaction<'_, Any>,
-    ctx: &Written<'_>,
-    key: &EffectKey,
-    from: OrderStatus,
-) -> anyhow::Result<()> {
+/// The outbox rows announcing a change of the order's status from `from`.
+pub(crate) fn status_rows(ctx: &Written<'_>, key: &EffectKey, from: OrderStatus) -> Vec<OutboxRow> {
     let status = ctx.projection.status;
     let topic = format!("order.{}", status.as_str());
     let payload = json!({
@@ -704,38 +760,116 @@ async fn write_status_message(
         "totals": ctx.totals_json(),
         "attention": ctx.projection.attention,
     });
-    write_messages(tx, ctx, key, &topic, payload).await
+    message_rows(ctx, key, &topic, payload)
 }
 
 /// One outbox row per sink routed for `topic`, keyed on the effect or entry key.
-async fn write_messages(
-    tx: &mut Transaction<'_, Any>,
+fn message_rows(
     ctx: &Written<'_>,
     key: &EffectKey,
     topic: &str,
     mut payload: serde_json::Value,
-) -> anyhow::Result<()> {
+) -> Vec<OutboxRow> {
     payload["provider"] = json!(ctx.claim.provider);
     payload["event_id"] = json!(ctx.claim.event_id);
     payload["event_type"] = json!(ctx.event.event_type);
     payload["occurred_at_ms"] = json!(ctx.event.occurred_at_ms);
     payload["effect_key"] = json!(key.as_str());
-    for sink in ctx.outbox.sinks_for(topic) {
-        let idempotency_key = key.outbox_key(&sink, topic);
-        payload["idempotency_key"] = json!(idempotency_key);
-        sqlx::query(
-            "INSERT INTO outbox (idempotency_key, effect_key, order_id, topic, sink, payload, \
-             correlation_id, status, next_attempt_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8)",
-        )
-        .bind(&idempotency_key)
-        .bind(key.as_str())
-        .bind(ctx.order_id)
-        .bind(topic)
-        .bind(&sink)
-        .bind(payload.to_string())
-        .bind(&ctx.claim.correlation_id)
-        .bind(ctx.now)
+    ctx.outbox
+        .sinks_for(topic)
+        .into_iter()
+        .map(|sink| {
+            let idempotency_key = key.outbox_key(&sink, topic);
+            payload["idempotency_key"] = json!(idempotency_key);
+            OutboxRow {
+                idempotency_key,
+                effect_key: key.as_str().to_string(),
+                order_id: ctx.order_id.to_string(),
+                topic: topic.to_string(),
+                sink,
+                payload: payload.to_string(),
+                correlation_id: ctx.claim.correlation_id.clone(),
+                now: ctx.now,
+            }
+        })
+        .collect()
+}
+
+/// The stale-events row of a stale or refused event.
+pub(crate) fn stale_row(ctx: &Written<'_>, kind: &'static str, reason: &str) -> StaleRow {
+    StaleRow {
+        order_id: ctx.order_id.to_string(),
+        provider: ctx.claim.provider.clone(),
+        event_id: ctx.claim.event_id.clone(),
+        transition: ctx.event.transition.as_str(),
+        kind,
+        reason: reason.to_string(),
+        order_status: ctx.projection.status.as_str(),
+        amount: ctx.event.amount,
+        currency: ctx.event.currency.clone(),
+        occurred_at: ctx.event.occurred_at_ms,
+        recorded_at: ctx.now,
+    }
+}
+
+pub(crate) const LEDGER_INSERT: &str = "INSERT INTO order_ledger (order_id, transition, \
+     status_after, amount, currency, external_ref, effect_key, provider, event_id, occurred_at, \
+     recorded_at, entry, group_ref, counted) VALUES ";
+
+pub(crate) const OUTBOX_INSERT: &str = "INSERT INTO outbox (idempotency_key, effect_key, \
+     order_id, topic, sink, payload, correlation_id, status, next_attempt_at, created_at) VALUES ";
+
+pub(crate) const STALE_INSERT: &str = "INSERT INTO stale_events (order_id, provider, event_id, \
+     transition, kind, reason, order_status, amount, currency, occurred_at, recorded_at) VALUES ";
+
+async fn write_entry(
+    tx: &mut Transaction<'_, Any>,
+    ctx: &Written<'_>,
+    entry: &Entry,
+) -> anyhow::Result<()> {
+    let (row, messages) = entry_rows(ctx, entry);
+    sqlx::query(&format!("{LEDGER_INSERT}{}", super::values_list(1, 14)))
+        .bind(row.order_id)
+        .bind(row.transition)
+        .bind(row.status_after)
+        .bind(row.amount)
+        .bind(row.currency)
+        .bind(row.external_ref)
+        .bind(row.effect_key)
+        .bind(row.provider)
+        .bind(row.event_id)
+        .bind(row.occurred_at)
+        .bind(row.recorded_at)
+        .bind(row.entry)
+        .bind(row.group_ref)
+        .bind(row.counted)
+        .execute(&mut **tx)
+        .await?;
+    write_messages(tx, messages).await
+}
+
+async fn write_status_message(
+    tx: &mut Transaction<'_, Any>,
+    ctx: &Written<'_>,
+    key: &EffectKey,
+    from: OrderStatus,
+) -> anyhow::Result<()> {
+    write_messages(tx, status_rows(ctx, key, from)).await
+}
+
+async fn write_messages(tx: &mut Transaction<'_, Any>, rows: Vec<OutboxRow>) -> anyhow::Result<()> {
+    for row in rows {
+        sqlx::query(&format!(
+            "{OUTBOX_INSERT}($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8)"
+        ))
+        .bind(row.idempotency_key)
+        .bind(row.effect_key)
+        .bind(row.order_id)
+        .bind(row.topic)
+        .bind(row.sink)
+        .bind(row.payload)
+        .bind(row.correlation_id)
+        .bind(row.now)
         .execute(&mut **tx)
         .await?;
     }
@@ -746,7 +880,7 @@ async fn record_stale(
     tx: &mut Transaction<'_, Any>,
     ctx: &Written<'_>,
     key: &EffectKey,
-    kind: &str,
+    kind: &'static str,
     reason: &str,
 ) -> anyhow::Result<()> {
     sqlx::query("UPDATE processed_effects SET outcome = $2 WHERE effect_key = $1")
@@ -754,24 +888,21 @@ async fn record_stale(
         .bind(kind)
         .execute(&mut **tx)
         .await?;
-    sqlx::query(
-        "INSERT INTO stale_events (order_id, provider, event_id, transition, kind, reason, \
-         order_status, amount, currency, occurred_at, recorded_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-    )
-    .bind(ctx.order_id)
-    .bind(&ctx.claim.provider)
-    .bind(&ctx.claim.event_id)
-    .bind(ctx.event.transition.as_str())
-    .bind(kind)
-    .bind(reason)
-    .bind(ctx.projection.status.as_str())
-    .bind(ctx.event.amount)
-    .bind(&ctx.event.currency)
-    .bind(ctx.event.occurred_at_ms)
-    .bind(ctx.now)
-    .execute(&mut **tx)
-    .await?;
+    let row = stale_row(ctx, kind, reason);
+    sqlx::query(&format!("{STALE_INSERT}{}", super::values_list(1, 11)))
+        .bind(row.order_id)
+        .bind(row.provider)
+        .bind(row.event_id)
+        .bind(row.transition)
+        .bind(row.kind)
+        .bind(row.reason)
+        .bind(row.order_status)
+        .bind(row.amount)
+        .bind(row.currency)
+        .bind(row.occurred_at)
+        .bind(row.recorded_at)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! the few statements that differ (row claiming, wake-ups) branch on the backend. Columns
 //! are integers, text and bytes only (times in Unix ms), which `Any` maps on both.
 
+pub mod batch;
 pub mod dead_letters;
 pub mod effects;
 pub mod event_detail;
@@ -307,6 +308,25 @@ pub fn postgres_tls_warning(url: &str) -> Option<String> {
              sslmode=verify-full (with sslrootcert=… for a private CA)"
         )),
     }
+}
+
+/// A warning when PostgreSQL runs with `autovacuum = off`: finished inbox and outbox rows
+/// then stay as dead tuples that every claim walks past, and processing slows over time
+/// (migration 0013's per-table settings only act when autovacuum runs).
+pub async fn autovacuum_warning(db: &Db) -> Option<String> {
+    if db.backend != Backend::Postgres {
+        return None;
+    }
+    let setting: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
+        .fetch_one(db.reader())
+        .await
+        .ok()?;
+    (setting == "off").then(|| {
+        "PostgreSQL runs with autovacuum = off: finished inbox and outbox rows are never \
+         vacuumed, so claims slow down as they pile up; turn it on (postgresql.conf \
+         `autovacuum = on`) or run VACUUM on inbox_events and outbox regularly"
+            .to_string()
+    })
 }
 
 /// `$1, $2, …` placeholders for a multi-row VALUES list (works on both backends).

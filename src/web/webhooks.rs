@@ -202,10 +202,11 @@ async fn receive_inner(
     };
 
     // From here on the request is authentic: whatever the body is, it is kept.
-    let doc: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+    // Only the envelope's fields, borrowed from the body; the body itself is stored as it
+    // came.
     let envelope = provider
         .mapping
-        .envelope(doc.as_ref(), verified.header_event_id.as_deref());
+        .read_envelope(&body, verified.header_event_id.as_deref());
     // A body without a readable id still needs a stable one, so its redeliveries collapse.
     let event_id = envelope
         .event_id
