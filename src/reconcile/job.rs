@@ -36,7 +36,13 @@ pub fn spawn(r: Reconciler, shutdown: CancellationToken) -> Option<JoinHandle<()
     if providers.is_empty() {
         return None;
     }
-    let recheck = interval.0.min(RECHECK).max(Duration::from_millis(200));
+    // A run whose process died is taken over soon after its lease expires.
+    let lease = Duration::from_secs(r.settings.reconcile.lease_secs.max(1) as u64);
+    let recheck = interval
+        .0
+        .min(RECHECK)
+        .min(lease)
+        .max(Duration::from_millis(200));
     Some(tokio::spawn(async move {
         loop {
             for provider in &providers {
