@@ -547,25 +547,91 @@ async fn without_auto_fix_diffs_stay_open(kind: Kind) {
     assert!(report.counts.diffs_found > 0);
     assert_eq!(report.counts.fixed, 0);
     assert_eq!(snapshot(&app.db).await, state, "nothing was ingested");
-    let id: i64 = sqlx::query("SELECT MIN(id) FROM reconciliation_diffs")
-        .fetch_one(app.db.reader())
-        .await
-        .unwrap()
-        .get(0);
-    let actor = |reason| oncehook::store::dead_letters::Actor {
-        name: "olga",
-        reason,
-        source: None,
+    // The same through /api/v1, as a script reads and acts.
+    let viewer = api_token(&app, "script", "viewer").await;
+    let operator = api_token(&app, "oncall", "operator").await;
+    let get = |path: String, token: String| {
+        let http = app.http.clone();
+        let url = format!("{}{path}", app.url);
+        async move {
+            let r = http.get(url).bearer_auth(token).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            r.json::<serde_json::Value>().await.unwrap()
+        }
     };
-    let now = oncehook::store::now_ms();
-    assert!(
-        oncehook::store::reconcile::resolve(&app.db, id, &actor(None), now)
-            .await
-            .is_err()
-    );
-    oncehook::store::reconcile::resolve(&app.db, id, &actor(Some("known test payment")), now)
-        .await
+    let runs = get("/api/v1/reconciliation/runs".into(), viewer.clone()).await;
+    assert_eq!(runs["runs"][0]["id"], report.run_id.unwrap());
+    assert_eq!(runs["runs"][0]["status"], "succeeded");
+    let open = runs["open"].as_array().unwrap();
+    let total: i64 = open.iter().map(|k| k["count"].as_i64().unwrap()).sum();
+    assert_eq!(total, report.counts.diffs_found);
+    let missing_events = open
+        .iter()
+        .find(|k| k["kind"] == "missing_event")
+        .map(|k| k["count"].as_i64().unwrap())
         .unwrap();
+    let all = missing_events as usize;
+    // Keyset pages of one: every diff once, newest first.
+    let mut seen = Vec::new();
+    let mut before = String::new();
+    loop {
+        let page = get(
+            format!("/api/v1/reconciliation/diffs?state=open&kind=missing_event&limit=1{before}"),
+            viewer.clone(),
+        )
+        .await;
+        let diffs = page["diffs"].as_array().unwrap().clone();
+        seen.extend(diffs.iter().map(|d| d["id"].as_i64().unwrap()));
+        for d in &diffs {
+            assert!(
+                d["provider_event_id"].is_string() && d["detail"].is_string(),
+                "{d}"
+            );
+        }
+        match page["next_before"].as_i64() {
+            Some(b) => before = format!("&before={b}"),
+            None => break,
+        }
+    }
+    seen.dedup();
+    assert_eq!(seen.len(), all, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0] > w[1]));
+    let id = seen[0];
+    let resolve = |token: String, body: serde_json::Value| {
+        let http = app.http.clone();
+        let url = format!("{}/api/v1/reconciliation/diffs/{id}/resolve", app.url);
+        async move {
+            http.post(url)
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(
+        resolve(viewer.clone(), serde_json::json!({"reason": "x"})).await,
+        403
+    );
+    assert_eq!(
+        resolve(operator.clone(), serde_json::json!({"reason": " "})).await,
+        422
+    );
+    assert_eq!(
+        resolve(
+            operator.clone(),
+            serde_json::json!({"reason": "known test payment"})
+        )
+        .await,
+        200
+    );
+    assert_eq!(
+        resolve(operator.clone(), serde_json::json!({"reason": "again"})).await,
+        422,
+        "only an open diff is resolved"
+    );
     let d = oncehook::store::reconcile::diff(&app.db, id)
         .await
         .unwrap()
@@ -576,14 +642,53 @@ async fn without_auto_fix_diffs_stay_open(kind: Kind) {
             d.resolution.as_deref(),
             d.closed_by.as_deref()
         ),
-        ("resolved", Some("known test payment"), Some("olga"))
+        ("resolved", Some("known test payment"), Some("token:oncall"))
     );
     assert_eq!(
         app.count("SELECT COUNT(*) FROM audit_log WHERE action = 'reconciliation.resolve'")
             .await,
         1
     );
+    let doc: serde_json::Value = app
+        .http
+        .get(format!("{}/api/v1/openapi.json", app.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for path in [
+        "/api/v1/reconciliation/runs",
+        "/api/v1/reconciliation/diffs",
+        "/api/v1/reconciliation/diffs/{id}/resolve",
+    ] {
+        assert!(
+            doc["paths"].get(path).is_some(),
+            "{path} in the OpenAPI document"
+        );
+    }
     app.shutdown().await;
+}
+
+async fn api_token(app: &TestApp, name: &str, role: &str) -> String {
+    use oncehook::store::tokens;
+    let now = oncehook::store::now_ms();
+    tokens::create(
+        &app.db,
+        &tokens::NewToken {
+            name,
+            role,
+            created_by: "test",
+            maker: tokens::Maker::Shell,
+            now,
+            expires_at: now + 86_400_000,
+        },
+        None,
+    )
+    .await
+    .unwrap()
+    .1
 }
 
 #[test]
