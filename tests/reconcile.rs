@@ -547,6 +547,33 @@ async fn without_auto_fix_diffs_stay_open(kind: Kind) {
     assert!(report.counts.diffs_found > 0);
     assert_eq!(report.counts.fixed, 0);
     assert_eq!(snapshot(&app.db).await, state, "nothing was ingested");
+    // /metrics reads the open diffs and the last success from the database.
+    let metrics = app
+        .http
+        .get(format!("{}/metrics", app.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let gauge = |name: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    assert_eq!(
+        gauge("oncehook_reconciliation_open_diffs{kind=\"missing_event\"}"),
+        Some(
+            report.counts.diffs_found as f64
+                - gauge("oncehook_reconciliation_open_diffs{kind=\"missing_fact\"}").unwrap_or(0.0)
+        ),
+        "{metrics}"
+    );
+    assert!(gauge("oncehook_reconciliation_last_success_age_seconds").is_some());
+    assert!(metrics.contains("oncehook_reconciliation_runs_total"));
     // The same through /api/v1, as a script reads and acts.
     let viewer = api_token(&app, "script", "viewer").await;
     let operator = api_token(&app, "oncall", "operator").await;
