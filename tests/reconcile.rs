@@ -698,6 +698,53 @@ async fn without_auto_fix_diffs_stay_open(kind: Kind) {
     app.shutdown().await;
 }
 
+/// Two instances asking at once: one runs, the other is told a run is under way.
+async fn one_run_at_a_time(kind: Kind) {
+    let (listener, url) = listen().await;
+    let app = TestApp::spawn_with(kind, |s| {
+        with_api(s, &url);
+        // Slow enough that the first run still holds the lease when the second asks.
+        s.providers[0].api.rate_per_sec = 20.0;
+    })
+    .await;
+    let _sim = simulate(listener, url, "steady", 10, 9, ApiFaults::default(), None).await;
+    let (a, b) = (reconciler(&app), reconciler(&app));
+    let options = Options {
+        provider: "stripe".into(),
+        since: None,
+        dry_run: false,
+        source: "cli",
+    };
+    let (x, y) = tokio::join!(
+        a.run(&options, Default::default(), &|_| {}),
+        b.run(&options, Default::default(), &|_| {})
+    );
+    let (ran, refused) = match (x, y) {
+        (Ok(r), Err(e)) | (Err(e), Ok(r)) => (r, e),
+        (x, y) => panic!(
+            "exactly one run: {:?} / {:?}",
+            x.map(|r| r.status),
+            y.map(|r| r.status)
+        ),
+    };
+    assert_eq!(ran.status, "succeeded", "{:?}", ran.error);
+    let busy = refused
+        .downcast_ref::<oncehook::reconcile::NotStarted>()
+        .expect("refused as busy");
+    assert!(
+        busy.to_string().contains("another reconciliation"),
+        "{busy}"
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM reconciliation_runs").await,
+        1
+    );
+    // Once it ended, the lease is free again.
+    assert_eq!(reconcile(&a, false).await.status, "succeeded");
+    drained(&app).await;
+    app.shutdown().await;
+}
+
 async fn api_token(app: &TestApp, name: &str, role: &str) -> String {
     use oncehook::store::tokens;
     let now = oncehook::store::now_ms();
@@ -750,4 +797,5 @@ both!(
     a_429_storm_is_honoured,
     bad_answers_fail_the_run_and_change_nothing,
     without_auto_fix_diffs_stay_open,
+    one_run_at_a_time,
 );
