@@ -506,6 +506,9 @@ async fn run_passes(
         store::update_run(&run.r.db, run.id, &run.counts, Some(since), now_ms()).await?;
     }
     objects::settle(run).await?;
+    if objects::redrive_own(run).await? > 0 {
+        objects::settle(run).await?;
+    }
     objects::pass(run, since, progress).await?;
     run.save_counts().await?;
     Ok((resumed, since))

@@ -47,6 +47,34 @@ pub(super) async fn settle(run: &Run<'_>) -> Result<(), RunError> {
     Ok(())
 }
 
+/// Redrives what this run ingested and the processor dead-lettered meanwhile (a refund or
+/// dispute read before its payment whose retries ran out): its order is known now. Same
+/// keys, so it applies once or is a duplicate.
+pub(super) async fn redrive_own(run: &Run<'_>) -> Result<usize, RunError> {
+    if run.options.dry_run || run.counts.fixed == 0 {
+        return Ok(0);
+    }
+    let reason = format!("reconciliation run {}: its order is known now", run.id);
+    let actor = crate::store::dead_letters::Actor {
+        name: "reconciler",
+        reason: Some(&reason),
+        source: None,
+    };
+    let (mut after, mut redriven) = (0, 0);
+    loop {
+        let page = store::own_dead_letters(&run.r.db, &run.correlation_id, after, PAGE).await?;
+        let Some((last, _)) = page.last() else { break };
+        after = *last;
+        for (_, dead_letter) in page {
+            run.check()?;
+            crate::store::dead_letters::redrive_one(&run.r.db, dead_letter, &actor, now_ms())
+                .await?;
+            redriven += 1;
+        }
+    }
+    Ok(redriven)
+}
+
 pub(super) async fn pass(
     run: &mut Run<'_>,
     since_s: i64,

@@ -725,3 +725,27 @@ pub async fn open_dead_letter_of(db: &Db, inbox_id: i64) -> anyhow::Result<Optio
     .map(|r| r.try_get(0))
     .transpose()?)
 }
+
+/// Open dead letters of events a run ingested (`correlation_id`), after inbox id `after`:
+/// (inbox id, dead letter id). A refund fetched before its payment (the events pass reads
+/// newest first) can run out of retries while its order is still unknown.
+pub async fn own_dead_letters(
+    db: &Db,
+    correlation_id: &str,
+    after: i64,
+    limit: i64,
+) -> anyhow::Result<Vec<(i64, i64)>> {
+    sqlx::query(
+        "SELECT i.id, d.id FROM inbox_events i JOIN dead_letters d \
+         ON d.stage = 'processor' AND d.source_id = i.id AND d.status = 'open' \
+         WHERE i.correlation_id = $1 AND i.status = 'dead' AND i.id > $2 ORDER BY i.id LIMIT $3",
+    )
+    .bind(correlation_id)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(db.writer())
+    .await?
+    .into_iter()
+    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+    .collect()
+}
