@@ -92,6 +92,9 @@ pub enum Command {
         #[arg(long, default_value_t = crate::verify::LIST_LIMIT)]
         limit: usize,
     },
+    /// Compare the provider's events and objects with ours (see README, "Reconciliation"):
+    /// prints the run and its diffs. Exit status 1 when a run failed.
+    Reconcile(crate::reconcile::cli::ReconcileArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -427,6 +430,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 .into())
             }
+        }
+        Command::Reconcile(args) => {
+            let settings = cli.common.settings(None)?;
+            let db = open(&settings).await?;
+            crate::reconcile::cli::run(db, settings, args).await
         }
         Command::Migrate => {
             let settings = cli.common.settings(None)?;

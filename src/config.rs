@@ -45,6 +45,8 @@ pub struct Settings {
     pub retention: RetentionSettings,
     /// The periodic consistency check (src/verify/).
     pub verify: VerifySettings,
+    /// Reconciliation against each provider's API (src/reconcile/).
+    pub reconcile: crate::reconcile::ReconcileSettings,
     /// Dashboard sign-in and sessions (see src/auth/).
     pub dashboard: crate::auth::DashboardSettings,
     /// Set by `serve --demo`, never by a file: the dashboard then shows a "demo data" badge.
@@ -730,6 +732,7 @@ impl Default for Settings {
             verify: VerifySettings {
                 interval_minutes: 60,
             },
+            reconcile: crate::reconcile::ReconcileSettings::default(),
             dashboard: crate::auth::DashboardSettings::default(),
             demo: false,
         }
@@ -745,7 +748,7 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
 }
 
-const TOP_LEVEL_KEYS: [&str; 17] = [
+const TOP_LEVEL_KEYS: [&str; 18] = [
     "database_url",
     "data_dir",
     "listen",
@@ -763,6 +766,7 @@ const TOP_LEVEL_KEYS: [&str; 17] = [
     "retention",
     "verify",
     "dashboard",
+    "reconcile",
 ];
 
 impl Settings {
@@ -796,6 +800,7 @@ impl Settings {
     /// Cross-field rules the types cannot express.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.server.validate()?;
+        self.reconcile.validate()?;
         anyhow::ensure!(
             self.processor.claim_batch >= 1 && self.processor.events_per_transaction != Some(0),
             "processor.claim_batch and processor.events_per_transaction must be at least 1"

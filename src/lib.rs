@@ -13,6 +13,7 @@ pub mod mapping;
 pub mod metrics;
 pub mod processor;
 pub mod provider_api;
+pub mod reconcile;
 pub mod redrive;
 pub mod relay;
 pub mod retention;

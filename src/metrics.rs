@@ -168,6 +168,16 @@ fn age_secs(oldest_ms: Option<i64>, now: i64) -> f64 {
     oldest_ms.map_or(0.0, |t| (now - t).max(0) as f64 / 1000.0)
 }
 
+/// A reconciliation run ended (`succeeded` or `failed`).
+pub fn reconciliation_run(status: &'static str) {
+    counter!("oncehook_reconciliation_runs_total", "status" => status).increment(1);
+}
+
+/// A reconciliation diff was found.
+pub fn reconciliation_diff(kind: &str) {
+    counter!("oncehook_reconciliation_diffs_found_total", "kind" => kind.to_string()).increment(1);
+}
+
 /// The exposition text: the database gauges are read now, then everything is rendered.
 pub async fn render(handle: &PrometheusHandle, db: &Db) -> anyhow::Result<String> {
     let now = now_ms();
@@ -187,5 +197,6 @@ pub async fn render(handle: &PrometheusHandle, db: &Db) -> anyhow::Result<String
         gauge!("oncehook_verify_orders_checked").set(run.orders_checked as f64);
         gauge!("oncehook_verify_last_run_age_seconds").set(age_secs(Some(run.finished_at), now));
     }
+    crate::reconcile::gauges(db, now).await?;
     Ok(handle.render())
 }

@@ -218,6 +218,16 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         settings.clone(),
         shutdown.clone(),
     ));
+    // Reconciliation (`reconcile.interval`) of each provider with an `api_key`.
+    background.extend(crate::reconcile::job::spawn(
+        crate::reconcile::Reconciler {
+            db: db.clone(),
+            settings: Arc::new(settings.clone()),
+            providers: providers.clone(),
+            alerter: alerter.clone(),
+        },
+        shutdown.clone(),
+    ));
     background.push(spawn_rollup_writer(db.clone(), shutdown.clone()));
     // The instance's heartbeat stops after the workers (it is awaited in order).
     background.push(crate::store::instances::spawn_heartbeat(

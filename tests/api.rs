@@ -482,6 +482,13 @@ async fn the_openapi_document_matches_the_router(kind: Kind) {
         ("post", "/api/v1/dead-letters/redrive", "RedriveResponse"),
         ("post", "/api/v1/dead-letters/{id}/resolve", "CloseResponse"),
         ("post", "/api/v1/dead-letters/{id}/discard", "CloseResponse"),
+        ("get", "/api/v1/reconciliation/runs", "RunsPage"),
+        ("get", "/api/v1/reconciliation/diffs", "DiffPage"),
+        (
+            "post",
+            "/api/v1/reconciliation/diffs/{id}/resolve",
+            "Resolved",
+        ),
     ];
     let paths = doc["paths"].as_object().unwrap();
     let operations: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();

@@ -5,6 +5,7 @@ pub mod jobs;
 mod order;
 mod overview;
 pub mod read_limits;
+mod reconcile;
 pub mod settings;
 pub mod tokens;
 
@@ -651,6 +652,42 @@ impl AdminBackend for StoreBackend {
         .await
         .map(|_| ())
         .map_err(refused_or_backend_error("revoking an API token"))
+    }
+
+    async fn reconciliation_runs(
+        &self,
+        _who: &Viewer,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<app::backend::RunsPage, AppError> {
+        reconcile::runs(&self.db, before, limit)
+            .await
+            .map_err(backend_error("reading reconciliation runs"))
+    }
+
+    async fn reconciliation_diffs(
+        &self,
+        _who: &Viewer,
+        query: app::backend::DiffQuery,
+    ) -> Result<app::backend::DiffPage, AppError> {
+        reconcile::diffs(&self.db, query)
+            .await
+            .map_err(backend_error("reading reconciliation diffs"))
+    }
+
+    async fn resolve_diff(&self, who: &Operator, id: i64, reason: String) -> Result<(), AppError> {
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(AppError::Invalid("say why (a reason is required)".into()));
+        }
+        let actor = Actor {
+            name: &who.name,
+            reason: Some(reason),
+            source: who.source.as_deref(),
+        };
+        crate::store::reconcile::resolve(&self.db, id, &actor, now_ms())
+            .await
+            .map_err(refused_or_backend_error("resolving a reconciliation diff"))
     }
 }
 

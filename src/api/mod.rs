@@ -10,6 +10,7 @@
 
 pub mod cli;
 mod handlers;
+mod reconcile;
 
 use std::sync::Arc;
 
@@ -102,6 +103,9 @@ impl IntoResponse for ApiError {
         handlers::redrive,
         handlers::resolve,
         handlers::discard,
+        reconcile::runs,
+        reconcile::diffs,
+        reconcile::resolve,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
@@ -141,6 +145,12 @@ pub fn router(backend: Arc<dyn AdminBackend>, db: Db) -> Router {
         .route("/api/v1/dead-letters/{id}/resolve", post(handlers::resolve))
         .route("/api/v1/dead-letters/{id}/discard", post(handlers::discard))
         .route("/api/v1/overview", get(handlers::overview))
+        .route("/api/v1/reconciliation/runs", get(reconcile::runs))
+        .route("/api/v1/reconciliation/diffs", get(reconcile::diffs))
+        .route(
+            "/api/v1/reconciliation/diffs/{id}/resolve",
+            post(reconcile::resolve),
+        )
         .route("/api/v1/{*rest}", any(unknown_path))
         .layer(middleware::from_fn_with_state(db, bearer))
         .with_state(ApiState { backend });

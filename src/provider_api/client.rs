@@ -195,6 +195,21 @@ impl ApiClient {
             .await
     }
 
+    /// Every dispute of a payment intent, across pages (`GET /v1/disputes?payment_intent=`):
+    /// how a dispute no event announced is found.
+    pub async fn disputes_of(&self, payment_intent: &str) -> Result<Vec<Dispute>, ApiError> {
+        let params = vec![
+            (
+                "payment_intent".to_string(),
+                checked_id(payment_intent)?.to_string(),
+            ),
+            ("limit".into(), MAX_PAGE.to_string()),
+        ];
+        Pager::new(self, "/v1/disputes".into(), params, None)
+            .collect()
+            .await
+    }
+
     pub async fn dispute(&self, id: &str) -> Result<Dispute, ApiError> {
         self.get(&format!("/v1/disputes/{}", checked_id(id)?), &[])
             .await

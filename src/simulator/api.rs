@@ -61,6 +61,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/charges/{id}", get(get_charge))
         .route("/v1/refunds", get(list_refunds).post(create_refund))
         .route("/v1/refunds/{id}", get(get_refund))
+        .route("/v1/disputes", get(list_disputes))
         .route("/v1/disputes/{id}", get(get_dispute))
         .fallback(|| async {
             error(
@@ -410,6 +411,50 @@ async fn get_dispute(State(shared): State<Arc<Shared>>, Path(id): Path<String>) 
     match object_of(&shared, "dispute", &id).await {
         Ok(d) => Json(d).into_response(),
         Err(r) => r,
+    }
+}
+
+/// `GET /v1/disputes?payment_intent=…` (or `charge=…`), newest first: Stripe's list with
+/// the filters a reconciler uses to find disputes no event announced.
+async fn list_disputes(
+    State(shared): State<Arc<Shared>>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Response {
+    let limit = match limit_of(&query) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let get = |k: &str| query.iter().find(|(q, _)| q == k).map(|(_, v)| v.clone());
+    let pi = match (get("payment_intent"), get("charge")) {
+        (Some(pi), _) => pi,
+        (None, Some(charge)) => match object_of(&shared, "charge", &charge).await {
+            Ok(c) => c["payment_intent"].as_str().unwrap_or_default().to_string(),
+            Err(r) => return r,
+        },
+        (None, None) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("parameter_missing"),
+                Some("payment_intent"),
+                "The simulator lists disputes of one payment_intent or charge.",
+            )
+        }
+    };
+    let after = match get("starting_after") {
+        Some(id) => match object_of(&shared, "dispute", &id).await {
+            Ok(d) => Some((d["created"].as_i64().unwrap_or(0), id)),
+            Err(r) => return r,
+        },
+        None => None,
+    };
+    match shared.db.children("dispute", &pi, after, limit + 1).await {
+        Ok(mut disputes) => {
+            let more = disputes.len() as i64 > limit;
+            disputes.truncate(limit as usize);
+            list(disputes, more, "/v1/disputes")
+        }
+        Err(e) => internal(e),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod instances;
 pub mod outbox;
 pub mod queue;
 pub mod read;
+pub mod reconcile;
 pub mod redrive_jobs;
 pub mod rollup;
 pub mod tokens;

@@ -146,4 +146,31 @@ impl AdminBackend for FixedInbox {
     async fn revoke_api_token(&self, _: &Admin, _: String) -> Result<(), AppError> {
         self.refused()
     }
+
+    async fn reconciliation_runs(
+        &self,
+        _: &Viewer,
+        _: Option<i64>,
+        _: u32,
+    ) -> Result<RunsPage, AppError> {
+        self.ok()?;
+        Ok(RunsPage {
+            runs: vec![],
+            open: vec![],
+            last_success_at: None,
+            next_before: None,
+        })
+    }
+
+    async fn reconciliation_diffs(&self, _: &Viewer, _: DiffQuery) -> Result<DiffPage, AppError> {
+        self.ok()?;
+        Ok(DiffPage {
+            diffs: vec![],
+            next_before: None,
+        })
+    }
+
+    async fn resolve_diff(&self, _: &Operator, _: i64, _: String) -> Result<(), AppError> {
+        self.refused()
+    }
 }

@@ -16,6 +16,7 @@ mod inbox;
 mod order;
 mod overview;
 mod query;
+mod reconcile;
 
 pub use access::*;
 pub use admin::*;
@@ -24,6 +25,7 @@ pub use inbox::*;
 pub use order::*;
 pub use overview::*;
 pub use query::percent_encode;
+pub use reconcile::*;
 
 #[cfg(feature = "ssr")]
 use crate::error::AppError;
@@ -112,4 +114,23 @@ pub trait AdminBackend: Send + Sync + 'static {
 
     /// Revokes the live token with this name.
     async fn revoke_api_token(&self, who: &Admin, name: String) -> Result<(), AppError>;
+
+    /// Reconciliation runs, newest first (keyset `before` a run id), with the open diffs
+    /// by kind and the last successful run.
+    async fn reconciliation_runs(
+        &self,
+        who: &Viewer,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<RunsPage, AppError>;
+
+    /// Reconciliation diffs matching `query`, newest first.
+    async fn reconciliation_diffs(
+        &self,
+        who: &Viewer,
+        query: DiffQuery,
+    ) -> Result<DiffPage, AppError>;
+
+    /// Accepts an open diff with a reason (audited).
+    async fn resolve_diff(&self, who: &Operator, id: i64, reason: String) -> Result<(), AppError>;
 }

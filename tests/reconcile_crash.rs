@@ -1,0 +1,279 @@
+//! A reconciliation run of the real `oncehook serve` (its periodic job) killed with
+//! SIGKILL in the middle: the next process takes the lease once it expires, resumes the
+//! events pass from the saved checkpoint, and the orders still end equal to the
+//! simulator's truth. `oncehook reconcile --json` (the CLI) before and after, both
+//! databases.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::binary::{free_port, Binary};
+use common::{Kind, TestDb, STRIPE_SECRET};
+use oncehook::simulator::run::{Options as SimOptions, Simulation};
+use oncehook::simulator::scenario::Scenario;
+use oncehook::simulator::ApiFaults;
+use sqlx::Row;
+
+const KEY: &str = "sk_test_crashKEY0123456789";
+
+fn config(dir: &std::path::Path, api: &str) -> std::path::PathBuf {
+    let file = dir.join("oncehook.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"data_dir = "{}"
+
+[reconcile]
+interval = "1h"
+page_size = 10
+lease_secs = 2
+settle_secs = 30
+
+# A refund or dispute fetched before its payment waits for it (the events pass reads newest
+# first): retries outlast the crash and the takeover.
+[processor.retry]
+base_ms = 20
+cap_ms = 2000
+max_attempts = 30
+max_retry_after_ms = 1000
+
+[outbox.relay]
+enabled = false
+
+[[providers]]
+name = "stripe"
+scheme = "stripe"
+secrets = ["{STRIPE_SECRET}"]
+api_base = "{api}"
+api_key = "{KEY}"
+api_rate_per_sec = 40.0
+"#,
+            dir.display()
+        ),
+    )
+    .unwrap();
+    file
+}
+
+async fn serve(db: &TestDb, dir: tempfile::TempDir, config: &std::path::Path) -> Binary {
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(["--database-url", &db.url, "--listen", &addr.to_string()])
+        .env("RUST_LOG", "info")
+        .env_remove("ONCEHOOK_CONFIG")
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::File::options()
+                .create(true)
+                .append(true)
+                .open(dir.path().join("stderr.log"))
+                .unwrap(),
+        )
+        .spawn()
+        .unwrap();
+    let base = format!("http://{addr}");
+    for _ in 0..200 {
+        if let Ok(r) = reqwest::get(format!("{base}/healthz")).await {
+            if r.status() == 200 {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Binary {
+        child,
+        base,
+        addr,
+        dir,
+    }
+}
+
+fn cli(config: &std::path::Path, db: &TestDb, args: &[&str]) -> (bool, serde_json::Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .arg("reconcile")
+        .args(args)
+        .args(["--json", "--config"])
+        .arg(config)
+        .args(["--database-url", &db.url])
+        .env_remove("ONCEHOOK_CONFIG")
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success(), json)
+}
+
+async fn until<F: std::future::Future<Output = bool>>(what: &str, mut f: impl FnMut() -> F) {
+    for _ in 0..1_200 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api = format!("http://{}", listener.local_addr().unwrap());
+    let mut scenario = Scenario::builtin("chaos").unwrap();
+    scenario.api = ApiFaults::default();
+    // Nothing is delivered: every event is one the reconciler must fetch.
+    let sim = Simulation::new(SimOptions {
+        seed: 11,
+        orders: 60,
+        duration: Duration::ZERO,
+        scenario_name: "chaos".into(),
+        scenario,
+        start: None,
+        database: "sqlite::memory:".into(),
+        api_key: KEY.into(),
+        target: None,
+    })
+    .await
+    .unwrap();
+    sim.run(&|_, _| {}).await.unwrap();
+    let sim = Arc::new(sim);
+    tokio::spawn(oncehook::simulator::serve_api(
+        sim.shared.clone(),
+        listener,
+        std::future::pending(),
+    ));
+    let truth = sim.truth().await.unwrap();
+
+    let db = TestDb::new(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &api);
+    // The database exists once a server migrated it; the CLI migrates too.
+    let (ok, dry) = cli(&config, &db, &["--dry-run", "--provider", "stripe"]);
+    assert!(ok, "{dry}");
+    let run = &dry["runs"][0];
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["dry_run"], true);
+    let diffs = run["diffs"].as_array().unwrap();
+    assert!(!diffs.is_empty());
+    for key in [
+        "kind",
+        "order_id",
+        "provider_event_id",
+        "object_id",
+        "state",
+        "detail",
+    ] {
+        assert!(diffs[0].get(key).is_some(), "{key} in {}", diffs[0]);
+    }
+    assert!(diffs
+        .iter()
+        .all(|d| d["kind"] == "missing_event" && d["state"] == "open"));
+    let listed = run["events_compared"].as_i64().unwrap();
+
+    let conn = db.connect().await;
+    let first = serve(&db, dir, &config).await;
+    until("the run to save its checkpoint", || async {
+        sqlx::query(
+            "SELECT COUNT(*) FROM reconciliation_runs r JOIN reconciliation_checkpoints c \
+             ON c.provider = r.provider WHERE r.status = 'running' AND r.events_compared >= 50 \
+             AND c.pass_cursor IS NOT NULL",
+        )
+        .fetch_one(conn.reader())
+        .await
+        .map(|r| r.get::<i64, _>(0) > 0)
+        .unwrap_or(false)
+    })
+    .await;
+    let mut first = first;
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+    let killed_at: i64 = sqlx::query("SELECT events_compared FROM reconciliation_runs")
+        .fetch_one(conn.reader())
+        .await
+        .unwrap()
+        .get(0);
+    assert!(killed_at < listed, "killed before the pass ended");
+
+    let dir = std::mem::replace(&mut first.dir, tempfile::tempdir().unwrap());
+    drop(first);
+    let second = serve(&db, dir, &config).await;
+    until("a run to succeed after the crash", || async {
+        sqlx::query("SELECT COUNT(*) FROM reconciliation_runs WHERE status = 'succeeded'")
+            .fetch_one(conn.reader())
+            .await
+            .map(|r| r.get::<i64, _>(0) > 0)
+            .unwrap_or(false)
+    })
+    .await;
+    let runs: Vec<(String, i64)> =
+        sqlx::query("SELECT status, events_compared FROM reconciliation_runs ORDER BY id")
+            .fetch_all(conn.reader())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+    assert_eq!(runs[0].0, "interrupted", "{runs:?}");
+    assert_eq!(runs[1].0, "succeeded", "{runs:?}");
+    // It resumed where the first stopped, not from the top (the kill may fall between
+    // saving the position and the counts: a page either way).
+    assert!(runs[1].1 < listed, "{runs:?} of {listed}");
+    assert!(runs[0].1 + runs[1].1 + 10 >= listed, "{runs:?} of {listed}");
+    until("the processor to drain", || async {
+        sqlx::query("SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing')")
+            .fetch_one(conn.reader())
+            .await
+            .map(|r| r.get::<i64, _>(0) == 0)
+            .unwrap_or(false)
+    })
+    .await;
+    // Every order that has a fact equals the truth.
+    let mut wrong = Vec::new();
+    for o in truth.orders.iter().filter(|o| !o.facts.is_empty()) {
+        let row = sqlx::query(
+            "SELECT status, amount_paid, amount_refunded, amount_disputed FROM orders WHERE order_id = $1",
+        )
+        .bind(&o.order_id)
+        .fetch_optional(conn.reader())
+        .await
+        .unwrap();
+        let got = row.map(|r| {
+            (
+                r.get::<String, _>(0),
+                r.get::<i64, _>(1),
+                r.get::<i64, _>(2),
+                r.get::<i64, _>(3),
+            )
+        });
+        let want = (o.status.clone(), o.paid, o.refunded, o.disputed);
+        if got.as_ref() != Some(&want) {
+            wrong.push(format!("{}: {got:?} != {want:?}", o.order_id));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+
+    // The CLI's run now finds nothing: the crash fixed nothing twice.
+    let (ok, again) = cli(&config, &db, &["--provider", "stripe"]);
+    assert!(ok, "{again}");
+    assert_eq!(again["runs"][0]["status"], "succeeded", "{again}");
+    assert_eq!(again["runs"][0]["diffs_found"], 0, "{again}");
+    let dup: i64 = sqlx::query(
+        "SELECT COUNT(*) FROM (SELECT order_id, entry, external_ref FROM order_ledger \
+         WHERE entry <> 'refund_observed' GROUP BY order_id, entry, external_ref HAVING COUNT(*) > 1) d",
+    )
+    .fetch_one(conn.reader())
+    .await
+    .unwrap()
+    .get(0);
+    assert_eq!(dup, 0, "a ledger entry recorded twice");
+    second.stop();
+}
+
+both!(killed_mid_run_resumes_from_the_checkpoint);
