@@ -10,6 +10,7 @@
 
 pub mod cli;
 mod handlers;
+mod refunds;
 
 use std::sync::Arc;
 
@@ -102,6 +103,7 @@ impl IntoResponse for ApiError {
         handlers::redrive,
         handlers::resolve,
         handlers::discard,
+        refunds::request_refund,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
@@ -134,6 +136,10 @@ impl Modify for BearerAuth {
 pub fn router(backend: Arc<dyn AdminBackend>, db: Db) -> Router {
     let protected = Router::new()
         .route("/api/v1/orders/{order_id}", get(handlers::order))
+        .route(
+            "/api/v1/orders/{order_id}/refunds",
+            post(refunds::request_refund),
+        )
         .route("/api/v1/events", get(handlers::events))
         .route("/api/v1/events/{id}", get(handlers::event))
         .route("/api/v1/dead-letters", get(handlers::dead_letters))

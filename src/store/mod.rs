@@ -2,6 +2,7 @@
 //! the few statements that differ (row claiming, wake-ups) branch on the backend. Columns
 //! are integers, text and bytes only (times in Unix ms), which `Any` maps on both.
 
+pub mod commands;
 pub mod dead_letters;
 pub mod effects;
 pub mod event_detail;
