@@ -37,3 +37,17 @@ CREATE INDEX provider_commands_order ON provider_commands (order_id, id);
 CREATE INDEX provider_commands_outbox ON provider_commands (outbox_id);
 CREATE INDEX provider_commands_object ON provider_commands (provider_object_id);
 CREATE INDEX provider_commands_state ON provider_commands (state, requested_at);
+
+-- Our own API's Idempotency-Key (src/api/idempotency.rs): per token and key, the request's
+-- digest and, once it finished, its answer, replayed for 24 hours.
+CREATE TABLE api_idempotency (
+    scope           TEXT    NOT NULL,
+    idempotency_key TEXT    NOT NULL,
+    request_digest  TEXT    NOT NULL,
+    -- NULL while the first request with the key is still running.
+    response_status BIGINT,
+    response_body   BYTEA,
+    created_at      BIGINT  NOT NULL,
+    PRIMARY KEY (scope, idempotency_key)
+);
+CREATE INDEX api_idempotency_created ON api_idempotency (created_at);

@@ -10,6 +10,8 @@
 
 pub mod cli;
 mod handlers;
+mod idempotency;
+pub use idempotency::KEY_HOURS as IDEMPOTENCY_KEY_HOURS;
 mod refunds;
 
 use std::sync::Arc;
@@ -148,6 +150,11 @@ pub fn router(backend: Arc<dyn AdminBackend>, db: Db) -> Router {
         .route("/api/v1/dead-letters/{id}/discard", post(handlers::discard))
         .route("/api/v1/overview", get(handlers::overview))
         .route("/api/v1/{*rest}", any(unknown_path))
+        // Inside the bearer layer: the token is known when the key is looked up.
+        .layer(middleware::from_fn_with_state(
+            db.clone(),
+            idempotency::layer,
+        ))
         .layer(middleware::from_fn_with_state(db, bearer))
         .with_state(ApiState { backend });
     Router::new()

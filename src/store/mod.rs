@@ -6,6 +6,7 @@ pub mod commands;
 pub mod dead_letters;
 pub mod effects;
 pub mod event_detail;
+pub mod idempotency;
 pub mod inbox;
 pub mod ingest;
 pub mod instances;
