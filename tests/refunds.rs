@@ -547,6 +547,23 @@ async fn a_lost_answer_is_retried_with_the_same_key_and_refunds_once(kind: Kind)
     let who: Viewer = w.app.acting("vera", Role::Viewer).await;
     let detail = w.app.backend().order_detail(&who, &order).await.unwrap();
     let c = &detail.commands[0];
+    // The "why" names the command, and money reads like the totals.
+    assert!(
+        detail.why.contains(&format!(
+            "refund {} came from command #{}, asked for by olga",
+            refunds[0].id, command.id
+        )),
+        "{}",
+        detail.why
+    );
+    let currency = detail.currency.clone().unwrap();
+    assert!(
+        detail
+            .why
+            .contains(&app::format::money(paid / 2, Some(&currency))),
+        "{}",
+        detail.why
+    );
     assert!(c.attempts.len() >= 2, "{:?}", c.attempts);
     assert!(c.attempts[0].error.is_some(), "{:?}", c.attempts[0]);
     assert!(c

@@ -463,6 +463,28 @@ pub async fn stats(db: &Db, sent_before: i64) -> anyhow::Result<CommandStats> {
     })
 }
 
+/// What the order's "why" sentence adds for refunds oncehook asked for: which command each
+/// counted refund came from, and who asked.
+pub async fn why_note(db: &Db, order_id: &str) -> anyhow::Result<String> {
+    let rows = sqlx::query(
+        "SELECT id, provider_object_id, requested_by FROM provider_commands \
+         WHERE order_id = $1 AND state = 'confirmed' ORDER BY id",
+    )
+    .bind(order_id)
+    .fetch_all(db.reader())
+    .await?;
+    let mut note = String::new();
+    for r in rows {
+        let (id, refund, by): (i64, Option<String>, String) =
+            (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+        note.push_str(&format!(
+            "; refund {} came from command #{id}, asked for by {by}",
+            refund.unwrap_or_default()
+        ));
+    }
+    Ok(note)
+}
+
 /// A time for people, as the rest of the order's JSON writes them.
 pub fn at(ms: i64) -> String {
     rfc3339(ms)
