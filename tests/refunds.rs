@@ -389,6 +389,24 @@ async fn a_request_is_stored_with_its_outbox_row_and_audit_row(kind: Kind) {
         .timeline
         .iter()
         .any(|e| e.kind == "command" && e.title.contains("15.00 EUR")));
+    // The order page shows both in its pending strip.
+    let _turn = common::dashboard_turn().await;
+    let cookie = app.sign_in("vera", Role::Viewer).await;
+    let (status, page) = app.page("/orders/ord-1", &cookie).await;
+    assert_eq!(status, 200);
+    let strip = page
+        .split("id=\"order-pending\"")
+        .nth(1)
+        .expect("a pending strip")
+        .split("</section>")
+        .next()
+        .unwrap();
+    assert!(strip.contains("order:ord-1:refund:1"), "{strip}");
+    assert!(strip.contains("order:ord-1:refund:2"), "{strip}");
+    assert!(
+        strip.contains("15.00 EUR") && strip.contains("olga"),
+        "{strip}"
+    );
     app.shutdown().await;
 }
 
