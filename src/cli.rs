@@ -118,6 +118,21 @@ pub enum OrderCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Ask the provider for a refund (all that is left, or --amount minor units). Stored
+    /// and sent by the relay of the running server with a stable Idempotency-Key.
+    Refund {
+        order_id: String,
+        /// Minor units of the order's currency; without it, everything left to refund.
+        #[arg(long)]
+        amount: Option<i64>,
+        #[arg(long)]
+        reason: String,
+        /// Who is doing this (recorded); defaults to $USER@cli.
+        #[arg(long)]
+        actor: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -453,11 +468,28 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::bail!("no order {order_id:?}");
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&view)?);
+                let mut json = serde_json::to_value(&view)?;
+                json["commands"] =
+                    serde_json::to_value(crate::admin::commands::of_order(&db, &order_id).await?)?;
+                println!("{}", serde_json::to_string_pretty(&json)?);
             } else {
                 print_order(&view);
             }
             Ok(())
+        }
+        Command::Order {
+            command:
+                OrderCommand::Refund {
+                    order_id,
+                    amount,
+                    reason,
+                    actor,
+                    json,
+                },
+        } => {
+            let db = open(&cli.common.settings(None)?).await?;
+            let actor = actor_name(actor);
+            crate::commands::cli::refund(&db, &order_id, amount, &reason, &actor, json).await
         }
         Command::Events {
             command:

@@ -5,6 +5,7 @@ pub mod api;
 pub mod auth;
 pub mod bench;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod domain;
 pub mod failure;

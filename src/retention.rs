@@ -75,6 +75,9 @@ pub async fn prune(db: &Db, settings: &RetentionSettings, now: i64) -> anyhow::R
     .await?
     .rows_affected();
     tx.commit().await?;
+    // The API's idempotency keys live 24 h whatever the retention age.
+    crate::store::idempotency::prune(db, now - crate::api::IDEMPOTENCY_KEY_HOURS * 3_600_000)
+        .await?;
     Ok(pruned)
 }
 

@@ -197,7 +197,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     if settings.outbox.relay.enabled {
         let relay = Arc::new(Relay::new(
             db.clone(),
-            Sinks::build(&settings.sinks)?,
+            Sinks::build(&settings.sinks)?.with_providers(&settings.providers)?,
             settings.outbox.relay.clone(),
             settings.dead_letters.resolve_within_hours,
             alerter.clone(),

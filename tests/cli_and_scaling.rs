@@ -91,10 +91,9 @@ async fn order_show_and_events_list_print_the_documented_json(kind: Kind) {
     assert_eq!(order["amount_disputed"], 0);
     assert_eq!(order["net"], 0);
     assert!(
-        order["why"]
-            .as_str()
-            .unwrap()
-            .starts_with("refunded: 4200 of 4200 refunded by the charge's refunded total"),
+        order["why"].as_str().unwrap().starts_with(
+            "refunded: 42.00 EUR of 42.00 EUR refunded by the charge's refunded total"
+        ),
         "{}",
         order["why"]
     );

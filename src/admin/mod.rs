@@ -1,5 +1,6 @@
 //! The dashboard's port implemented over the store.
 
+pub mod commands;
 mod inbox_filters;
 pub mod jobs;
 mod order;
@@ -571,6 +572,15 @@ impl AdminBackend for StoreBackend {
         dead_letters::close(&self.db, id, status, &actor, now_ms())
             .await
             .map_err(refused_or_backend_error("closing a dead letter"))
+    }
+
+    async fn request_refund(
+        &self,
+        who: &Operator,
+        order_id: &str,
+        request: app::backend::RefundRequest,
+    ) -> Result<app::backend::CommandView, AppError> {
+        commands::request_refund(&self.db, who, order_id, request).await
     }
 
     async fn redrive_jobs(

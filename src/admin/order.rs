@@ -19,7 +19,10 @@ pub async fn order_detail(db: &Db, order_id: &str) -> anyhow::Result<Option<Orde
     // Any status: a resolved or redriven dead letter is part of the story too.
     let dead = dead_letters::of_order(db, order_id, ORDER_DEAD_LETTERS, now_ms()).await?;
     let redrives = triage::redrives_of_order(db, order_id).await?;
-    Ok(Some(detail(view, &dead, &redrives)))
+    let commands = super::commands::of_order(db, order_id).await?;
+    let mut detail = detail(view, &dead, &redrives);
+    super::commands::add_to_story(&mut detail, commands);
+    Ok(Some(detail))
 }
 
 /// The page's view of an order; pure, so the story's order and wording are unit-tested.
@@ -40,6 +43,7 @@ pub fn detail(view: OrderView, dead: &[DeadLetter], redrives: &[OrderRedrive]) -
             })
             .collect(),
         timeline,
+        commands: Vec::new(),
         order_id: view.order_id,
         status: view.status,
         why: view.why,

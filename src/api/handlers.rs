@@ -21,12 +21,12 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
         .map_err(|e| ApiError::new(400, e.body_text()))
 }
 
-fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+pub(super) fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
     p.map(|Path(p)| p)
         .map_err(|e| ApiError::new(400, e.body_text()))
 }
 
-fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+pub(super) fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     b.map(|Json(b)| b)
         .map_err(|e| ApiError::new(400, e.body_text()))
 }

@@ -10,7 +10,10 @@
 
 pub mod cli;
 mod handlers;
+mod idempotency;
 mod reconcile;
+pub use idempotency::KEY_HOURS as IDEMPOTENCY_KEY_HOURS;
+mod refunds;
 
 use std::sync::Arc;
 
@@ -106,6 +109,7 @@ impl IntoResponse for ApiError {
         reconcile::runs,
         reconcile::diffs,
         reconcile::resolve,
+        refunds::request_refund,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
@@ -138,6 +142,10 @@ impl Modify for BearerAuth {
 pub fn router(backend: Arc<dyn AdminBackend>, db: Db) -> Router {
     let protected = Router::new()
         .route("/api/v1/orders/{order_id}", get(handlers::order))
+        .route(
+            "/api/v1/orders/{order_id}/refunds",
+            post(refunds::request_refund),
+        )
         .route("/api/v1/events", get(handlers::events))
         .route("/api/v1/events/{id}", get(handlers::event))
         .route("/api/v1/dead-letters", get(handlers::dead_letters))
@@ -152,6 +160,11 @@ pub fn router(backend: Arc<dyn AdminBackend>, db: Db) -> Router {
             post(reconcile::resolve),
         )
         .route("/api/v1/{*rest}", any(unknown_path))
+        // Inside the bearer layer: the token is known when the key is looked up.
+        .layer(middleware::from_fn_with_state(
+            db.clone(),
+            idempotency::layer,
+        ))
         .layer(middleware::from_fn_with_state(db, bearer))
         .with_state(ApiState { backend });
     Router::new()

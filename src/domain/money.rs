@@ -313,27 +313,41 @@ pub fn project(facts: &[Fact]) -> Projection {
 }
 
 /// One sentence that answers "why is this order in this status", built from the facts (never
-/// free text): which facts set the status, when, and what needs attention.
-pub fn explain(facts: &[Fact], p: &Projection) -> String {
+/// free text): which facts set the status, when, and what needs attention. Money reads as
+/// the page's totals do (`42.00 EUR`) when the order's currency is known.
+pub fn explain(facts: &[Fact], p: &Projection, currency: Option<&str>) -> String {
     let when = |f: &Fact| crate_time(f.stamp.at_ms);
+    let money = |minor: i64| app::format::money(minor, currency);
     let named = |kind: ResourceKind, pred: &dyn Fn(&Fact) -> bool| -> Vec<String> {
         let mut list: Vec<&Fact> = facts.iter().filter(|f| f.kind == kind && pred(f)).collect();
         list.sort_by_key(|f| f.stamp.at_ms);
         list.iter()
-            .map(|f| format!("{} ({}, {})", f.resource_id, f.amount.unwrap_or(0), when(f)))
+            .map(|f| {
+                format!(
+                    "{} ({}, {})",
+                    f.resource_id,
+                    money(f.amount.unwrap_or(0)),
+                    when(f)
+                )
+            })
             .collect()
     };
     let payments = named(ResourceKind::Payment, &|f| f.state.holds_money());
     let paid_by = if payments.is_empty() {
         "no payment known yet".to_string()
     } else {
-        format!("paid {} by {}", p.totals.paid, payments.join(", "))
+        // Not "paid … by": the status before it says "paid" already.
+        format!(
+            "{} received from {}",
+            money(p.totals.paid),
+            payments.join(", ")
+        )
     };
     let t = p.totals;
     let mut sentence = match p.status {
         OrderStatus::Disputed => format!(
             "disputed: {} withdrawn by {}; {paid_by}",
-            t.disputed,
+            money(t.disputed),
             named(ResourceKind::Dispute, &|f| f.money_seen
                 && f.state != Transition::DisputeWon)
             .join(", ")
@@ -351,8 +365,8 @@ pub fn explain(facts: &[Fact], p: &Projection) -> String {
             format!(
                 "{}: {} of {} refunded by {by}; {paid_by}",
                 p.status.as_str().replace('_', " "),
-                t.refunded,
-                t.paid
+                money(t.refunded),
+                money(t.paid)
             )
         }
         OrderStatus::Settled | OrderStatus::Paid => {
@@ -852,23 +866,23 @@ mod tests {
             change(Pay, "pi_1", 600, 100),
             change(Refund, "re_1", 720, 100),
         ]);
-        let why = explain(&f.facts, &project(&f.facts));
+        let why = explain(&f.facts, &project(&f.facts), None);
         assert!(
             why.starts_with("refunded: 100 of 100 refunded by re_1 (100, 1970-01-01 00:12:00)"),
             "{why}"
         );
         assert!(
-            why.contains("paid 100 by pi_1 (100, 1970-01-01 00:10:00)"),
+            why.contains("100 received from pi_1 (100, 1970-01-01 00:10:00)"),
             "{why}"
         );
         let (f, _, _) = run(&[
             change(Authorize, "pi_1", 600, 100),
             change(Cancel, "pi_1", 600, 100),
         ]);
-        let why = explain(&f.facts, &project(&f.facts));
+        let why = explain(&f.facts, &project(&f.facts), None);
         assert!(why.starts_with("canceled: pi_1 cancel at"), "{why}");
         let (f, _, _) = run(&[change(Refund, "re_1", 720, 100)]);
-        let why = explain(&f.facts, &project(&f.facts));
+        let why = explain(&f.facts, &project(&f.facts), None);
         assert!(why.contains("no payment known yet"), "{why}");
         assert!(why.contains("attention: refund_exceeds_paid"), "{why}");
     }

@@ -239,6 +239,35 @@ impl ApiClient {
         decode(&body)
     }
 
+    /// One `POST /v1/refunds` attempt under `idempotency_key`, without retrying: for the
+    /// outbox relay, whose retries are stored (they survive a restart). A failure carries the
+    /// `Retry-After` the provider asked for.
+    pub async fn create_refund_once(
+        &self,
+        params: &CreateRefund,
+        idempotency_key: &str,
+    ) -> Result<Refund, (ApiError, Option<Duration>)> {
+        if idempotency_key.is_empty() || idempotency_key.len() > MAX_IDEMPOTENCY_KEY {
+            return Err((
+                ApiError::Invalid(format!(
+                    "an idempotency key has 1 to {MAX_IDEMPOTENCY_KEY} characters"
+                )),
+                None,
+            ));
+        }
+        self.limiter.until_ready().await;
+        let body = self
+            .attempt(
+                Method::POST,
+                "/v1/refunds",
+                &[],
+                Some(&params.form()),
+                Some(idempotency_key),
+            )
+            .await?;
+        decode(&body).map_err(|e| (e, None))
+    }
+
     async fn get<T: DeserializeOwned>(
         &self,
         path: &str,

@@ -9,7 +9,7 @@ mod client;
 mod error;
 pub mod objects;
 
-pub use client::{ApiClient, EventQuery, ForwardPager, Pager};
+pub use client::{ApiClient, EventQuery, ForwardPager, Pager, MAX_IDEMPOTENCY_KEY};
 pub use error::ApiError;
 pub use objects::{
     Charge, CreateRefund, Dispute, Event, EventData, Expandable, HasId, List, PaymentIntent, Refund,

@@ -3,6 +3,7 @@
 //! fenced, so a relay whose lease expired cannot mark a row. A crash between send and
 //! mark means a second send with the SAME key, which the receiving side drops.
 
+mod commands;
 pub mod sinks;
 
 use std::sync::Arc;
@@ -150,6 +151,7 @@ impl Relay {
             Ok(sent) => {
                 record.status_code = sent.status_code;
                 record.response_excerpt = sent.excerpt;
+                record.object_id = sent.object_id;
                 if outbox::mark_delivered(&self.db, item, &record, now_ms()).await? {
                     info!(duration_ms = record.duration_ms, "delivered");
                     Ok(Delivered::Delivered)

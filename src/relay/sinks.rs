@@ -24,6 +24,8 @@ use crate::store::outbox::OutboxItem;
 pub struct Sent {
     pub status_code: Option<i64>,
     pub excerpt: Option<String>,
+    /// The object the other side made (a provider command's refund id).
+    pub object_id: Option<String>,
 }
 
 /// A failed send: the classified failure plus what the other side said.
@@ -35,7 +37,7 @@ pub struct SendError {
 }
 
 impl SendError {
-    fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+    pub(super) fn new(class: ErrorClass, message: impl Into<String>) -> Self {
         SendError {
             failure: Failure::new(class, message),
             status_code: None,
@@ -46,7 +48,7 @@ impl SendError {
 
 const EXCERPT_BYTES: usize = 512;
 
-fn excerpt(text: &str) -> Option<String> {
+pub(super) fn excerpt(text: &str) -> Option<String> {
     if text.is_empty() {
         return None;
     }
@@ -80,6 +82,8 @@ enum Transport {
         secret: Option<String>,
     },
     Email(Box<Mailer>),
+    /// A provider's API: the commands oncehook sends it (`provider:NAME`).
+    Provider(Box<crate::provider_api::ApiClient>),
 }
 
 struct Mailer {
@@ -213,6 +217,7 @@ impl Sink {
                 secret,
             } => send_http(client, url, secret.as_deref(), item).await,
             Transport::Email(mailer) => send_email(mailer, item).await,
+            Transport::Provider(client) => super::commands::send(client, item).await,
         }
     }
 }
@@ -281,6 +286,7 @@ async fn send_http(
         return Ok(Sent {
             status_code: Some(i64::from(status)),
             excerpt: excerpt(&body),
+            object_id: None,
         });
     }
     let mut failure = Failure::new(
@@ -320,6 +326,7 @@ async fn send_email(mailer: &Mailer, item: &OutboxItem) -> Result<Sent, SendErro
         Ok(response) => Ok(Sent {
             status_code: Some(i64::from(u16::from(response.code()))),
             excerpt: excerpt(&response.message().collect::<Vec<_>>().join(" ")),
+            object_id: None,
         }),
         Err(e) => {
             let class = if e.is_permanent() {
@@ -348,6 +355,31 @@ impl Sinks {
         map.insert("log".into(), Arc::new(Sink::log()));
         for (name, s) in settings {
             map.insert(name.clone(), Arc::new(Sink::build(name, s)?));
+        }
+        Ok(Sinks(Arc::new(map)))
+    }
+
+    /// Adds a `provider:NAME` sink for each provider with an API key: where its commands
+    /// (refunds) go.
+    pub fn with_providers(
+        self,
+        providers: &[crate::config::ProviderSettings],
+    ) -> anyhow::Result<Sinks> {
+        let mut map = (*self.0).clone();
+        for p in providers.iter().filter(|p| p.api.key.is_some()) {
+            let name = crate::commands::sink_for(&p.name);
+            let client = crate::provider_api::ApiClient::new(&p.api)
+                .map_err(|e| anyhow::anyhow!("provider {}: {e}", p.name))?;
+            map.insert(
+                name.clone(),
+                Arc::new(Sink {
+                    name,
+                    transport: Transport::Provider(Box::new(client)),
+                    // The API client paces itself under the provider's rate limit.
+                    permits: Semaphore::new(16),
+                    pace: None,
+                }),
+            );
         }
         Ok(Sinks(Arc::new(map)))
     }

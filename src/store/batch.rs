@@ -966,6 +966,20 @@ pub async fn apply_batch(
         .await?;
     }
 
+    // A refund oncehook asked for is confirmed once its money is counted, as the per-event
+    // path's `write_entry` does.
+    let refunds_counted: Vec<(String, String, String, i64)> = ledger_rows
+        .iter()
+        .filter(|r| r.entry == crate::domain::money::EntryKind::Refund.as_str())
+        .map(|r| {
+            (
+                r.order_id.clone(),
+                r.external_ref.clone(),
+                r.event_id.clone(),
+                r.recorded_at,
+            )
+        })
+        .collect();
     if !ledger_rows.is_empty() {
         let rows: Vec<Vec<Val>> = ledger_rows
             .into_iter()
@@ -989,6 +1003,9 @@ pub async fn apply_batch(
             })
             .collect();
         run_values(tx, effects::LEDGER_INSERT, "", 14, &rows).await?;
+    }
+    for (order_id, refund_id, event_id, now) in &refunds_counted {
+        super::commands::confirm_in(tx, order_id, refund_id, event_id, *now).await?;
     }
 
     if !outbox_rows.is_empty() {

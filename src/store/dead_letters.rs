@@ -438,6 +438,10 @@ pub async fn redrive_one(db: &Db, id: i64, actor: &Actor<'_>, now: i64) -> anyho
         .await?
         .rows_affected();
         if requeued == 1 {
+            if stage == STAGE_OUTBOX {
+                // A provider command goes back to `requested`, its key unchanged.
+                super::commands::requeued_in(&mut tx, source_id, now).await?;
+            }
             "requeued".to_string()
         } else {
             // Leave the dead letter as it was: nothing was requeued.

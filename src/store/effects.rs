@@ -845,6 +845,17 @@ async fn write_entry(
         .bind(row.counted)
         .execute(&mut **tx)
         .await?;
+    if entry.kind == EntryKind::Refund {
+        // A refund oncehook asked for is confirmed once its money is counted.
+        super::commands::confirm_in(
+            tx,
+            ctx.order_id,
+            &entry.resource_id,
+            &ctx.claim.event_id,
+            ctx.now,
+        )
+        .await?;
+    }
     write_messages(tx, messages).await
 }
 

@@ -3,9 +3,11 @@
 //! are integers, text and bytes only (times in Unix ms), which `Any` maps on both.
 
 pub mod batch;
+pub mod commands;
 pub mod dead_letters;
 pub mod effects;
 pub mod event_detail;
+pub mod idempotency;
 pub mod inbox;
 pub mod ingest;
 pub mod instances;

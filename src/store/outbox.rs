@@ -87,6 +87,8 @@ pub struct AttemptRecord {
     pub status_code: Option<i64>,
     pub error: Option<String>,
     pub response_excerpt: Option<String>,
+    /// What the other side made (a provider command's refund id), on success.
+    pub object_id: Option<String>,
 }
 
 pub async fn record_attempt(db: &Db, item: &OutboxItem, a: &AttemptRecord) -> anyhow::Result<()> {
@@ -135,6 +137,12 @@ pub async fn mark_delivered(
     .execute(&mut *tx)
     .await?;
     insert_attempt(&mut tx, item, attempt).await?;
+    if let (true, Some(object_id)) = (
+        done.rows_affected() == 1 && item.topic == crate::commands::REFUND_TOPIC,
+        &attempt.object_id,
+    ) {
+        super::commands::mark_sent_in(&mut tx, item.id, object_id, now).await?;
+    }
     tx.commit().await?;
     Ok(done.rows_affected() == 1)
 }
@@ -196,6 +204,9 @@ pub async fn dead_letter(
     })
     .collect::<Result<_, sqlx::Error>>()?;
     let earlier = serde_json::Value::Array(earlier).to_string();
+    if item.topic == crate::commands::REFUND_TOPIC {
+        super::commands::mark_failed_in(&mut tx, item.id, &failure.message, now).await?;
+    }
     let id = dead_letters::put(
         &mut tx,
         &NewDeadLetter {

@@ -500,7 +500,14 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
     let why = {
         let mut conn = pool.acquire().await?;
         let facts = super::effects::load_facts(&mut conn, order_id).await?;
-        crate::domain::money::explain(&facts, &crate::domain::project(&facts))
+        let currency: Option<String> = order.try_get("currency")?;
+        let mut why = crate::domain::money::explain(
+            &facts,
+            &crate::domain::project(&facts),
+            currency.as_deref(),
+        );
+        why.push_str(&super::commands::why_note(db, order_id).await?);
+        why
     };
     let paid: i64 = order.try_get("amount_paid")?;
     let refunded: i64 = order.try_get("amount_refunded")?;

@@ -117,6 +117,15 @@ impl AdminBackend for FixedInbox {
         self.refused()
     }
 
+    async fn request_refund(
+        &self,
+        _: &Operator,
+        _: &str,
+        _: RefundRequest,
+    ) -> Result<CommandView, AppError> {
+        self.refused()
+    }
+
     async fn settings(&self, _: &Viewer) -> Result<SettingsView, AppError> {
         self.not_found()
     }

@@ -9,6 +9,7 @@
 
 mod access;
 mod admin;
+mod commands;
 mod dlq;
 #[cfg(feature = "ssr")]
 pub mod fixed;
@@ -20,6 +21,7 @@ mod reconcile;
 
 pub use access::*;
 pub use admin::*;
+pub use commands::*;
 pub use dlq::*;
 pub use inbox::*;
 pub use order::*;
@@ -90,6 +92,16 @@ pub trait AdminBackend: Send + Sync + 'static {
         resolve: bool,
         reason: String,
     ) -> Result<(), AppError>;
+
+    /// Asks the provider for a refund of an order: stored with its outbox message (the
+    /// relay sends it) and audited, or refused with nothing stored (`NotFound` for an
+    /// unknown order, `Invalid` beyond what is left to refund or without a payment).
+    async fn request_refund(
+        &self,
+        who: &Operator,
+        order_id: &str,
+        request: RefundRequest,
+    ) -> Result<CommandView, AppError>;
 
     /// The effective configuration, secrets hidden.
     async fn settings(&self, who: &Viewer) -> Result<SettingsView, AppError>;

@@ -24,6 +24,8 @@ pub struct OrderDetail {
     pub resources: Vec<OrderResourceView>,
     /// Oldest first.
     pub timeline: Vec<TimelineEntry>,
+    /// Refunds oncehook asked the provider for, oldest first (beside the ledger).
+    pub commands: Vec<super::CommandView>,
     pub created_at: String,
     pub updated_at: String,
 }

@@ -63,6 +63,7 @@ fn OrderView(order: OrderDetail) -> impl IntoView {
                 <ul>{order.attention.iter().map(|a| view! { <li>{a.clone()}</li> }).collect_view()}</ul>
             </section>
         })}
+        <PendingCommands commands=order.commands.clone()/>
         <section class="panel" aria-label="Money">
             <dl class="totals">
                 {totals.into_iter().map(|(label, value, id)| view! {
@@ -128,4 +129,42 @@ fn TimelineItem(entry: TimelineEntry) -> impl IntoView {
             </div>
         </li>
     }
+}
+
+/// Refunds oncehook asked for and the provider has not confirmed yet: who asked, when, how
+/// much, the key every send carries, and the last answer. Gone once confirmed or failed
+/// (the story keeps them).
+#[component]
+fn PendingCommands(commands: Vec<crate::backend::CommandView>) -> impl IntoView {
+    let pending: Vec<_> = commands.into_iter().filter(|c| c.in_flight()).collect();
+    (!pending.is_empty()).then(|| {
+        view! {
+            <section class="panel panel-warn" id="order-pending" role="status">
+                <h2>"In flight"</h2>
+                <ul>
+                    {pending.into_iter().map(|c| {
+                        let last = c.attempts.last().map(|a| match (&a.error, a.status_code) {
+                            (Some(e), _) => format!("last answer: {e}"),
+                            (None, Some(code)) => format!("last answer: {code}"),
+                            (None, None) => "no answer yet".to_string(),
+                        }).unwrap_or_else(|| "not sent yet".to_string());
+                        view! {
+                            <li class="pending-command">
+                                <StatusBadge status=c.state.clone() reason=None/>
+                                {format!(
+                                    " Refund of {} asked for by {} at {} UTC: \"{}\". ",
+                                    money(c.amount, Some(&c.currency)),
+                                    c.requested_by,
+                                    short_timestamp(&c.requested_at),
+                                    c.reason
+                                )}
+                                "Key "<span class="mono">{c.idempotency_key.clone()}</span>
+                                {format!("; {} attempt(s), {last}.", c.attempts.len())}
+                            </li>
+                        }
+                    }).collect_view()}
+                </ul>
+            </section>
+        }
+    })
 }

@@ -1,0 +1,128 @@
+//! The `provider:NAME` sinks: a provider command's outbox row sent to the provider's API,
+//! one attempt per relay attempt, under the row's idempotency key (`order:{id}:refund:{n}`),
+//! so the relay's stored retries — after a timeout, a lost answer, a restart or a redrive —
+//! all carry the same key and the provider makes one refund.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::sinks::{excerpt, SendError, Sent};
+use crate::commands::REFUND_TOPIC;
+use crate::failure::{ErrorClass, Failure};
+use crate::provider_api::{ApiClient, ApiError, CreateRefund};
+use crate::store::outbox::OutboxItem;
+
+/// The payload `store::commands::request_refund` writes.
+#[derive(Deserialize)]
+struct RefundPayload {
+    payment_intent: String,
+    amount: i64,
+    metadata: BTreeMap<String, String>,
+}
+
+pub(super) async fn send(client: &ApiClient, item: &OutboxItem) -> Result<Sent, SendError> {
+    if item.topic != REFUND_TOPIC {
+        return Err(SendError::new(
+            ErrorClass::Permanent,
+            format!("a provider sink sends commands, not {}", item.topic),
+        ));
+    }
+    let payload: RefundPayload = serde_json::from_str(&item.payload).map_err(|e| {
+        SendError::new(ErrorClass::Permanent, format!("the command's payload: {e}"))
+    })?;
+    let params = CreateRefund {
+        payment_intent: payload.payment_intent,
+        amount: Some(payload.amount),
+        // Stripe's `reason` is an enum; the operator's words travel in the metadata.
+        reason: None,
+        metadata: payload.metadata,
+    };
+    match client
+        .create_refund_once(&params, &item.idempotency_key)
+        .await
+    {
+        Ok(refund) => Ok(Sent {
+            status_code: Some(200),
+            excerpt: excerpt(&format!(
+                "refund {} {} {} {}",
+                refund.id,
+                refund.amount,
+                refund.currency,
+                refund.status.as_deref().unwrap_or("(no status)")
+            )),
+            object_id: Some(refund.id),
+        }),
+        Err((error, retry_after)) => Err(refusal(&error, retry_after)),
+    }
+}
+
+/// Timeouts, lost answers, 409 (the key still in use), 429 and 5xx retry, honouring the
+/// provider's `Retry-After`; any other answer (`idempotency_error`, an invalid request, a
+/// bad key) is permanent: the dead letter keeps the provider's type, code and message.
+fn refusal(error: &ApiError, retry_after: Option<std::time::Duration>) -> SendError {
+    let class = if error.is_transient() {
+        ErrorClass::Transient
+    } else {
+        ErrorClass::Permanent
+    };
+    let mut failure = Failure::new(class, format!("provider: {error}"));
+    failure.retry_after = retry_after;
+    SendError {
+        failure,
+        status_code: error.status().map(i64::from),
+        excerpt: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_keep_the_providers_words_and_class() {
+        let idempotency = ApiError::Api {
+            status: 400,
+            kind: "idempotency_error".into(),
+            code: None,
+            message: "Keys for idempotent requests can only be used with the same parameters"
+                .into(),
+            should_retry: None,
+        };
+        let e = refusal(&idempotency, None);
+        assert_eq!(e.failure.class, ErrorClass::Permanent);
+        assert_eq!(e.status_code, Some(400));
+        assert!(e.failure.message.contains("idempotency_error"));
+        assert!(e.failure.message.contains("same parameters"));
+
+        let missing = ApiError::Api {
+            status: 400,
+            kind: "invalid_request_error".into(),
+            code: Some("charge_already_refunded".into()),
+            message: "already refunded".into(),
+            should_retry: None,
+        };
+        assert!(refusal(&missing, None)
+            .failure
+            .message
+            .contains("(charge_already_refunded)"));
+
+        let limited = ApiError::Api {
+            status: 429,
+            kind: "invalid_request_error".into(),
+            code: Some("rate_limit".into()),
+            message: "slow down".into(),
+            should_retry: None,
+        };
+        let e = refusal(&limited, Some(std::time::Duration::from_secs(3)));
+        assert_eq!(e.failure.class, ErrorClass::Transient);
+        assert_eq!(
+            e.failure.retry_after,
+            Some(std::time::Duration::from_secs(3))
+        );
+        assert_eq!(
+            refusal(&ApiError::Timeout(100), None).failure.class,
+            ErrorClass::Transient
+        );
+    }
+}

@@ -1,0 +1,785 @@
+//! Refunds from oncehook (provider commands), on both databases: a request is stored with
+//! its outbox row and audit row or refused with nothing stored; the relay sends it to the
+//! simulator's Stripe-compatible API over real HTTP with `Idempotency-Key:
+//! order:{id}:refund:{n}`, the same on every retry, restart and redrive, so the provider
+//! makes one refund; the refund's webhook confirms the command.
+//!
+//! The provider is the simulator behind a small scripted proxy that can lose an answer
+//! after the simulator made the refund (the connection is cut mid-answer) or answer 429
+//! with `Retry-After`, and that records the key of every refund request it sees.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use app::backend::{AdminBackend, Operator, RefundRequest, Role, Viewer};
+use app::error::AppError;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use common::fixtures::*;
+use common::{Kind, TestApp, STRIPE_SECRET};
+use oncehook::config::{ProviderApiSettings, Settings};
+use oncehook::provider_api::{ApiClient, CreateRefund};
+use oncehook::retry::RetryPolicy;
+use oncehook::signature::SchemeKind;
+use oncehook::simulator::run::{Options, Simulation};
+use oncehook::simulator::scenario::Scenario;
+use oncehook::simulator::sender::Target;
+use oncehook::simulator::ApiFaults;
+use sqlx::Row;
+
+both!(
+    a_request_is_stored_with_its_outbox_row_and_audit_row,
+    refusals_store_nothing_and_a_viewer_is_audited,
+    operators_asking_at_once_never_exceed_what_was_paid,
+    a_lost_answer_is_retried_with_the_same_key_and_refunds_once,
+    retry_after_of_a_429_is_waited_for,
+    a_permanent_refusal_is_a_dead_letter_and_a_redrive_reuses_the_key,
+    the_api_asks_for_a_refund_and_the_order_json_carries_it,
+);
+
+const SIM_KEY: &str = "sk_test_refundsKEY0123456789";
+
+/// What the proxy does with the next `POST /v1/refunds` (then: pass it on).
+#[derive(Clone, Debug)]
+enum Mode {
+    /// Pass it to the simulator, then cut the connection in the middle of the answer.
+    Lose,
+    /// Answer 429 with this `Retry-After` without passing it on.
+    TooMany(u64),
+}
+
+#[derive(Default)]
+struct ProxyState {
+    upstream: OnceLock<String>,
+    script: Mutex<VecDeque<Mode>>,
+    /// (when, Idempotency-Key) of every refund request.
+    keys: Mutex<Vec<(Instant, String)>>,
+}
+
+async fn proxy(
+    state: Arc<ProxyState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let refund = method == Method::POST && uri.path() == "/v1/refunds";
+    let mut mode = None;
+    if refund {
+        let key = headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        state.keys.lock().unwrap().push((Instant::now(), key));
+        mode = state.script.lock().unwrap().pop_front();
+    }
+    if let Some(Mode::TooMany(secs)) = mode {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", secs.to_string())],
+            axum::Json(
+                serde_json::json!({"error": {"type": "invalid_request_error",
+                "code": "rate_limit", "message": "Request rate limit exceeded."}}),
+            ),
+        )
+            .into_response();
+    }
+    let upstream = state.upstream.get().expect("the simulator is up");
+    let mut request = reqwest::Client::new().request(
+        method,
+        format!(
+            "{upstream}{}",
+            uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")
+        ),
+    );
+    for name in ["authorization", "idempotency-key", "content-type"] {
+        if let Some(v) = headers.get(name) {
+            request = request.header(name, v.clone());
+        }
+    }
+    let answer = request.body(body).send().await.unwrap();
+    let status = answer.status().as_u16();
+    let retry_after = answer.headers().get("retry-after").cloned();
+    let bytes = answer.bytes().await.unwrap();
+    if let Some(Mode::Lose) = mode {
+        // The provider did the work; its answer never arrives whole.
+        let broken = futures::stream::iter([
+            Ok(Bytes::from_static(b"{\"id\":")),
+            Err(std::io::Error::other("connection lost")),
+        ]);
+        return Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(Body::from_stream(broken))
+            .unwrap();
+    }
+    let mut response = Response::builder()
+        .status(status)
+        .header("content-type", "application/json");
+    if let Some(r) = retry_after {
+        response = response.header("retry-after", r);
+    }
+    response.body(Body::from(bytes)).unwrap()
+}
+
+/// oncehook (processor and relay on) whose Stripe provider's API is the simulator behind
+/// the proxy, and the simulator, whose payments' webhooks oncehook has processed.
+struct World {
+    app: TestApp,
+    sim: Arc<Simulation>,
+    proxy: Arc<ProxyState>,
+    sim_url: String,
+}
+
+fn sim_client(url: &str) -> ApiClient {
+    ApiClient::new(&ProviderApiSettings {
+        base: url.into(),
+        key: Some(SIM_KEY.into()),
+        timeout_ms: 5_000,
+        rate_per_sec: 1_000.0,
+        retry: RetryPolicy {
+            base_ms: 5,
+            cap_ms: 50,
+            max_attempts: 8,
+            max_retry_after_ms: 2_000,
+        },
+    })
+    .unwrap()
+}
+
+async fn world(kind: Kind, tweak: impl FnOnce(&mut Settings)) -> World {
+    let state = Arc::new(ProxyState::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_url = format!("http://{}", listener.local_addr().unwrap());
+    let handler_state = state.clone();
+    let router = axum::Router::new().fallback(
+        move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+            proxy(handler_state.clone(), method, uri, headers, body)
+        },
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+
+    let app = TestApp::spawn_with(kind, move |s| {
+        s.processor.poll_interval_ms = 20;
+        s.processor.retry.base_ms = 20;
+        s.processor.retry.cap_ms = 200;
+        s.outbox.relay.poll_interval_ms = 50;
+        s.outbox.relay.retry = RetryPolicy {
+            base_ms: 50,
+            cap_ms: 200,
+            max_attempts: 8,
+            max_retry_after_ms: 10_000,
+        };
+        s.providers[0].api = ProviderApiSettings {
+            base: proxy_url,
+            key: Some(SIM_KEY.into()),
+            timeout_ms: 2_000,
+            rate_per_sec: 1_000.0,
+            retry: s.providers[0].api.retry,
+        };
+        tweak(s);
+    })
+    .await;
+
+    let mut scenario = Scenario::builtin("steady").unwrap();
+    scenario.faults = Default::default();
+    scenario.api = ApiFaults::default();
+    let sim = Simulation::new(Options {
+        seed: 17,
+        orders: 6,
+        duration: Duration::ZERO,
+        scenario_name: "steady".into(),
+        scenario,
+        start: None,
+        database: "sqlite::memory:".into(),
+        api_key: SIM_KEY.into(),
+        target: Some(Target {
+            url: format!("{}/webhooks/stripe", app.url),
+            scheme: SchemeKind::Stripe,
+            secret: STRIPE_SECRET.into(),
+        }),
+    })
+    .await
+    .unwrap();
+    sim.run(&|_, _| {}).await.unwrap();
+    let sim = Arc::new(sim);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sim_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(oncehook::simulator::serve_api(
+        sim.shared.clone(),
+        listener,
+        std::future::pending(),
+    ));
+    state.upstream.set(sim_url.clone()).unwrap();
+    app.wait_until_processed().await;
+    World {
+        app,
+        sim,
+        proxy: state,
+        sim_url,
+    }
+}
+
+impl World {
+    /// An order paid once and never refunded, as the simulator knows it and oncehook
+    /// counted it: (order id, payment intent, amount paid).
+    async fn paid_order(&self) -> (String, String, i64) {
+        let truth = self.sim.truth().await.unwrap();
+        for o in truth.orders {
+            if o.status == "paid" && o.refunds.is_empty() && o.payments.len() == 1 {
+                let counted: i64 =
+                    sqlx::query_scalar("SELECT amount_paid FROM orders WHERE order_id = $1")
+                        .bind(&o.order_id)
+                        .fetch_one(self.app.db.reader())
+                        .await
+                        .unwrap();
+                assert_eq!(counted, o.paid, "oncehook counted the simulator's payment");
+                return (o.order_id, o.payments[0].id.clone(), o.paid);
+            }
+        }
+        panic!("the simulation has a paid order without refunds");
+    }
+
+    /// The refunds the provider holds for a payment.
+    async fn provider_refunds(&self, pi: &str) -> Vec<oncehook::provider_api::Refund> {
+        sim_client(&self.sim_url).refunds_of(pi).await.unwrap()
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.proxy
+            .keys
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+}
+
+async fn operator(app: &TestApp) -> Operator {
+    app.acting::<Operator>("olga", Role::Operator).await
+}
+
+async fn ask(
+    app: &TestApp,
+    order_id: &str,
+    amount: Option<i64>,
+) -> Result<app::backend::CommandView, AppError> {
+    app.backend()
+        .request_refund(
+            &operator(app).await,
+            order_id,
+            RefundRequest {
+                amount,
+                reason: "damaged in transit".into(),
+            },
+        )
+        .await
+}
+
+/// Waits (bounded) until command `id` is in `state`; returns how long it took.
+async fn wait_for_state(app: &TestApp, id: i64, state: &str, within: Duration) -> Duration {
+    let began = Instant::now();
+    loop {
+        let now: String = sqlx::query_scalar("SELECT state FROM provider_commands WHERE id = $1")
+            .bind(id)
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap();
+        if now == state {
+            return began.elapsed();
+        }
+        assert!(
+            began.elapsed() < within,
+            "command {id} still {now}, not {state}, after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A paid order in oncehook from one signed webhook (no provider API involved).
+async fn paid_app(kind: Kind, amount: i64) -> TestApp {
+    let app = TestApp::spawn(kind).await;
+    let r = app
+        .post_stripe(&payment_intent_succeeded(
+            "evt_pay_1",
+            "pi_1",
+            "ord-1",
+            amount,
+            T10_00,
+        ))
+        .await;
+    assert_eq!(r.status(), 200);
+    app.process().await;
+    app
+}
+
+async fn a_request_is_stored_with_its_outbox_row_and_audit_row(kind: Kind) {
+    let app = paid_app(kind, 4200).await;
+    let command = ask(&app, "ord-1", Some(1500)).await.unwrap();
+    assert_eq!(
+        (
+            command.state.as_str(),
+            command.amount,
+            command.currency.as_str()
+        ),
+        ("requested", 1500, "EUR")
+    );
+    assert_eq!(command.idempotency_key, "order:ord-1:refund:1");
+    assert_eq!(command.payment_ref, "pi_1");
+    let outbox = sqlx::query(
+        "SELECT idempotency_key, sink, topic, status, payload FROM outbox WHERE topic = 'provider_command.refund'",
+    )
+    .fetch_all(app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(outbox.len(), 1);
+    let o = &outbox[0];
+    assert_eq!(o.get::<String, _>(0), "order:ord-1:refund:1");
+    assert_eq!(o.get::<String, _>(1), "provider:stripe");
+    assert_eq!(o.get::<String, _>(3), "pending");
+    let payload: serde_json::Value = serde_json::from_str(&o.get::<String, _>(4)).unwrap();
+    assert_eq!(payload["payment_intent"], "pi_1");
+    assert_eq!(payload["amount"], 1500);
+    assert_eq!(payload["metadata"]["order_id"], "ord-1");
+    assert_eq!(payload["metadata"]["command_id"], command.id.to_string());
+    let audit = sqlx::query(
+        "SELECT actor, target, reason, source FROM audit_log WHERE action = 'order.refund'",
+    )
+    .fetch_all(app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].get::<String, _>(0), "olga");
+    assert_eq!(audit[0].get::<String, _>(1), "order:ord-1");
+    assert_eq!(
+        audit[0].get::<Option<String>, _>(2).as_deref(),
+        Some("damaged in transit")
+    );
+    assert_eq!(
+        audit[0].get::<Option<String>, _>(3).as_deref(),
+        Some("192.0.2.7")
+    );
+
+    // The second refund of the order is number 2; all that is left when no amount is given.
+    let second = ask(&app, "ord-1", None).await.unwrap();
+    assert_eq!(second.idempotency_key, "order:ord-1:refund:2");
+    assert_eq!(second.amount, 4200 - 1500);
+    // The order's JSON carries both, beside the ledger.
+    let who: Viewer = app.acting("vera", Role::Viewer).await;
+    let detail = app.backend().order_detail(&who, "ord-1").await.unwrap();
+    let states: Vec<_> = detail
+        .commands
+        .iter()
+        .map(|c| (c.idempotency_key.as_str(), c.state.as_str(), c.amount))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("order:ord-1:refund:1", "requested", 1500),
+            ("order:ord-1:refund:2", "requested", 2700)
+        ]
+    );
+    assert!(detail
+        .timeline
+        .iter()
+        .any(|e| e.kind == "command" && e.title.contains("15.00 EUR")));
+    // The order page shows both in its pending strip.
+    let _turn = common::dashboard_turn().await;
+    let cookie = app.sign_in("vera", Role::Viewer).await;
+    let (status, page) = app.page("/orders/ord-1", &cookie).await;
+    assert_eq!(status, 200);
+    let strip = page
+        .split("id=\"order-pending\"")
+        .nth(1)
+        .expect("a pending strip")
+        .split("</section>")
+        .next()
+        .unwrap();
+    assert!(strip.contains("order:ord-1:refund:1"), "{strip}");
+    assert!(strip.contains("order:ord-1:refund:2"), "{strip}");
+    assert!(
+        strip.contains("15.00 EUR") && strip.contains("olga"),
+        "{strip}"
+    );
+    app.shutdown().await;
+}
+
+async fn stored(app: &TestApp) -> (i64, i64, i64) {
+    (
+        app.count("SELECT COUNT(*) FROM provider_commands").await,
+        app.count("SELECT COUNT(*) FROM outbox WHERE topic = 'provider_command.refund'")
+            .await,
+        app.count("SELECT COUNT(*) FROM audit_log WHERE action = 'order.refund'")
+            .await,
+    )
+}
+
+async fn refusals_store_nothing_and_a_viewer_is_audited(kind: Kind) {
+    let app = paid_app(kind, 4200).await;
+    // A failed payment only: no refundable payment.
+    app.post_stripe(&payment_intent_failed(
+        "evt_fail_2",
+        "pi_2",
+        "ord-2",
+        T10_00,
+    ))
+    .await;
+    app.process().await;
+
+    let over = ask(&app, "ord-1", Some(4201)).await.unwrap_err();
+    assert!(
+        matches!(&over, AppError::Invalid(m) if m.contains("more than what is left")),
+        "{over:?}"
+    );
+    assert_eq!(
+        ask(&app, "no-such-order", Some(1)).await.unwrap_err(),
+        AppError::NotFound
+    );
+    let none = ask(&app, "ord-2", None).await.unwrap_err();
+    assert!(
+        matches!(&none, AppError::Invalid(m) if m.contains("no refundable payment")),
+        "{none:?}"
+    );
+    let zero = ask(&app, "ord-1", Some(0)).await.unwrap_err();
+    assert!(matches!(zero, AppError::Invalid(_)), "{zero:?}");
+    let no_reason = app
+        .backend()
+        .request_refund(
+            &operator(&app).await,
+            "ord-1",
+            RefundRequest {
+                amount: Some(1),
+                reason: "  ".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(no_reason, AppError::Invalid(_)), "{no_reason:?}");
+
+    // A viewer never gets the capability: 403, and the refusal is in the audit log.
+    let refused = app
+        .authorize::<Operator>("vera", Role::Viewer, "order.refund", "order:ord-1")
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, AppError::Forbidden(_)), "{refused:?}");
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'order.refund.refused' \
+             AND actor = 'vera' AND target = 'order:ord-1'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(stored(&app).await, (0, 0, 0), "nothing stored");
+    app.shutdown().await;
+}
+
+async fn operators_asking_at_once_never_exceed_what_was_paid(kind: Kind) {
+    let app = paid_app(kind, 100).await;
+    // Eight operators each ask for 30 of the 100 paid at the same moment: three fit.
+    let backend = Arc::new(app.backend());
+    let mut asks = Vec::new();
+    for i in 0..8 {
+        let backend = backend.clone();
+        let who: Operator = app.acting(&format!("op{i}"), Role::Operator).await;
+        asks.push(tokio::spawn(async move {
+            backend
+                .request_refund(
+                    &who,
+                    "ord-1",
+                    RefundRequest {
+                        amount: Some(30),
+                        reason: "at once".into(),
+                    },
+                )
+                .await
+        }));
+    }
+    let mut granted = 0;
+    for a in asks {
+        match a.await.unwrap() {
+            Ok(_) => granted += 1,
+            Err(AppError::Invalid(m)) => assert!(m.contains("more than what is left"), "{m}"),
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(granted, 3);
+    assert_eq!(stored(&app).await, (3, 3, 3));
+    let keys: Vec<String> =
+        sqlx::query_scalar("SELECT idempotency_key FROM provider_commands ORDER BY seq")
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap();
+    assert_eq!(
+        keys,
+        vec![
+            "order:ord-1:refund:1",
+            "order:ord-1:refund:2",
+            "order:ord-1:refund:3"
+        ]
+    );
+    // The 10 left is still refundable; 11 is not.
+    assert!(ask(&app, "ord-1", Some(11)).await.is_err());
+    assert_eq!(ask(&app, "ord-1", None).await.unwrap().amount, 10);
+    app.shutdown().await;
+}
+
+async fn a_lost_answer_is_retried_with_the_same_key_and_refunds_once(kind: Kind) {
+    let w = world(kind, |_| {}).await;
+    let (order, pi, paid) = w.paid_order().await;
+    w.proxy.script.lock().unwrap().push_back(Mode::Lose);
+    let command = ask(&w.app, &order, Some(paid / 2)).await.unwrap();
+    wait_for_state(&w.app, command.id, "confirmed", Duration::from_secs(20)).await;
+
+    let refunds = w.provider_refunds(&pi).await;
+    assert_eq!(refunds.len(), 1, "exactly one refund at the provider");
+    assert_eq!(refunds[0].amount, paid / 2);
+    assert_eq!(refunds[0].metadata["command_id"], command.id.to_string());
+    let keys = w.keys();
+    assert!(keys.len() >= 2, "the lost answer was retried: {keys:?}");
+    assert!(
+        keys.iter().all(|k| *k == format!("order:{order}:refund:1")),
+        "{keys:?}"
+    );
+    let row = sqlx::query(
+        "SELECT provider_object_id, confirmed_event_id, amount_refunded FROM provider_commands c \
+         JOIN orders o ON o.order_id = c.order_id WHERE c.id = $1",
+    )
+    .bind(command.id)
+    .fetch_one(w.app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(
+        row.get::<Option<String>, _>(0).as_deref(),
+        Some(refunds[0].id.as_str())
+    );
+    assert!(row.get::<Option<String>, _>(1).is_some());
+    assert_eq!(row.get::<i64, _>(2), paid / 2, "its money counted once");
+    // The order page's story tells the attempts and links the confirming event.
+    let who: Viewer = w.app.acting("vera", Role::Viewer).await;
+    let detail = w.app.backend().order_detail(&who, &order).await.unwrap();
+    let c = &detail.commands[0];
+    // The "why" names the command, and money reads like the totals.
+    assert!(
+        detail.why.contains(&format!(
+            "refund {} came from command #{}, asked for by olga",
+            refunds[0].id, command.id
+        )),
+        "{}",
+        detail.why
+    );
+    let currency = detail.currency.clone().unwrap();
+    assert!(
+        detail
+            .why
+            .contains(&app::format::money(paid / 2, Some(&currency))),
+        "{}",
+        detail.why
+    );
+    assert!(c.attempts.len() >= 2, "{:?}", c.attempts);
+    assert!(c.attempts[0].error.is_some(), "{:?}", c.attempts[0]);
+    assert!(c
+        .confirmed_href
+        .as_deref()
+        .is_some_and(|h| h.starts_with("/events/")));
+    w.app.shutdown().await;
+}
+
+async fn retry_after_of_a_429_is_waited_for(kind: Kind) {
+    let w = world(kind, |_| {}).await;
+    let (order, pi, paid) = w.paid_order().await;
+    w.proxy.script.lock().unwrap().push_back(Mode::TooMany(3));
+    let command = ask(&w.app, &order, Some(paid)).await.unwrap();
+    wait_for_state(&w.app, command.id, "confirmed", Duration::from_secs(20)).await;
+    let seen = w.proxy.keys.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let waited = seen[1].0 - seen[0].0;
+    assert!(waited >= Duration::from_secs(3), "waited only {waited:?}");
+    assert_eq!(seen[0].1, seen[1].1);
+    assert_eq!(w.provider_refunds(&pi).await.len(), 1);
+    let first: (Option<i64>, Option<String>) = sqlx::query_as(
+        "SELECT status_code, error FROM outbox_attempts WHERE outbox_id = \
+         (SELECT outbox_id FROM provider_commands WHERE id = $1) ORDER BY id LIMIT 1",
+    )
+    .bind(command.id)
+    .fetch_one(w.app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(first.0, Some(429));
+    assert!(first.1.unwrap().contains("rate_limit"));
+    w.app.shutdown().await;
+}
+
+async fn a_permanent_refusal_is_a_dead_letter_and_a_redrive_reuses_the_key(kind: Kind) {
+    let w = world(kind, |_| {}).await;
+    let (order, pi, paid) = w.paid_order().await;
+    // Someone used the key oncehook will use, with other parameters: Stripe refuses the
+    // request with idempotency_error, which no retry can fix.
+    let key = format!("order:{order}:refund:1");
+    sim_client(&w.sim_url)
+        .create_refund(
+            &CreateRefund {
+                payment_intent: pi.clone(),
+                amount: Some(1),
+                reason: None,
+                metadata: Default::default(),
+            },
+            &key,
+        )
+        .await
+        .unwrap();
+    w.app.wait_until_processed().await;
+    let command = ask(&w.app, &order, Some(paid / 4)).await.unwrap();
+    assert_eq!(command.idempotency_key, key);
+    wait_for_state(&w.app, command.id, "failed", Duration::from_secs(20)).await;
+    let error: String = sqlx::query_scalar("SELECT error FROM provider_commands WHERE id = $1")
+        .bind(command.id)
+        .fetch_one(w.app.db.reader())
+        .await
+        .unwrap();
+    assert!(error.contains("idempotency_error"), "{error}");
+    let dead = sqlx::query(
+        "SELECT id, error_class, last_error, status FROM dead_letters WHERE stage = 'outbox' AND order_id = $1",
+    )
+    .bind(&order)
+    .fetch_all(w.app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(dead.len(), 1);
+    let dead_id: i64 = dead[0].get(0);
+    assert_eq!(dead[0].get::<String, _>(1), "permanent");
+    assert!(dead[0].get::<String, _>(2).contains("idempotency_error"));
+    // Not retried: one attempt.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(w.keys(), vec![key.clone()]);
+
+    // A redrive sends it again under the same key (and the provider refuses it again).
+    let who = operator(&w.app).await;
+    let outcomes = w
+        .app
+        .backend()
+        .redrive(
+            &who,
+            app::backend::DlqQuery {
+                id: Some(dead_id),
+                ..Default::default()
+            },
+            Some("retry".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    let began = Instant::now();
+    while w.keys().len() < 2 {
+        assert!(began.elapsed() < Duration::from_secs(10), "not resent");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    wait_for_state(&w.app, command.id, "failed", Duration::from_secs(10)).await;
+    assert_eq!(w.keys(), vec![key.clone(), key.clone()]);
+    // Only the stranger's refund of 1 exists at the provider.
+    let refunds = w.provider_refunds(&pi).await;
+    assert_eq!(
+        refunds.iter().map(|r| r.amount).collect::<Vec<_>>(),
+        vec![1]
+    );
+    w.app.shutdown().await;
+}
+
+async fn token(app: &TestApp, name: &str, role: &str) -> String {
+    let now = oncehook::store::now_ms();
+    oncehook::store::tokens::create(
+        &app.db,
+        &oncehook::store::tokens::NewToken {
+            name,
+            role,
+            created_by: "test",
+            maker: oncehook::store::tokens::Maker::Shell,
+            now,
+            expires_at: now + 86_400_000,
+        },
+        None,
+    )
+    .await
+    .unwrap()
+    .1
+}
+
+async fn the_api_asks_for_a_refund_and_the_order_json_carries_it(kind: Kind) {
+    let w = world(kind, |_| {}).await;
+    let (order, pi, paid) = w.paid_order().await;
+    let operator = token(&w.app, "ops", "operator").await;
+    let viewer = token(&w.app, "support", "viewer").await;
+    let url = format!("{}/api/v1/orders/{order}/refunds", w.app.url);
+    let post = |token: String, body: serde_json::Value| {
+        let request = w.app.http.post(&url).bearer_auth(token).json(&body);
+        async move {
+            let r = request.send().await.unwrap();
+            (
+                r.status().as_u16(),
+                r.json::<serde_json::Value>().await.unwrap(),
+            )
+        }
+    };
+    let (status, body) = post(viewer, serde_json::json!({"amount": 1, "reason": "x"})).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        w.app
+            .count("SELECT COUNT(*) FROM audit_log WHERE action = 'order.refund.refused' AND actor = 'token:support'")
+            .await,
+        1
+    );
+    let (status, body) = post(
+        operator.clone(),
+        serde_json::json!({"amount": paid + 1, "reason": "too much"}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(stored(&w.app).await, (0, 0, 0));
+    let missing = w
+        .app
+        .http
+        .post(format!("{}/api/v1/orders/nope/refunds", w.app.url))
+        .bearer_auth(&operator)
+        .json(&serde_json::json!({"reason": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    let (status, body) = post(
+        operator.clone(),
+        serde_json::json!({"amount": paid - 1, "reason": "customer asked"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["state"], "requested");
+    assert_eq!(body["idempotency_key"], format!("order:{order}:refund:1"));
+    let id = body["id"].as_i64().unwrap();
+    wait_for_state(&w.app, id, "confirmed", Duration::from_secs(20)).await;
+    assert_eq!(w.provider_refunds(&pi).await.len(), 1);
+
+    let read = w
+        .app
+        .http
+        .get(format!("{}/api/v1/orders/{order}", w.app.url))
+        .bearer_auth(&operator)
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let commands = read["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1);
+    assert_eq!(commands[0]["state"], "confirmed");
+    assert_eq!(commands[0]["amount"], paid - 1);
+    assert_eq!(read["amount_refunded"], paid - 1);
+    assert!(commands[0]["confirmed_event_id"].is_string());
+    w.app.shutdown().await;
+}
