@@ -96,6 +96,14 @@ async fn lock_order(
     let lock = if tx.backend_name() == "PostgreSQL" {
         " FOR UPDATE"
     } else {
+        // SQLite: write first, so this transaction holds the database's write lock (waiting
+        // out the busy timeout) before it reads. A transaction that read first and wrote
+        // after another process's commit (`oncehook order refund` beside `serve`) fails
+        // at once with SQLITE_BUSY_SNAPSHOT, whatever the timeout.
+        sqlx::query("UPDATE orders SET order_id = order_id WHERE order_id = $1")
+            .bind(order_id)
+            .execute(&mut **tx)
+            .await?;
         ""
     };
     let found = sqlx::query(&format!(
