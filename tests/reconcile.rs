@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::truth::{held_orders, HeldOrder};
 use common::{snapshot, Kind, TestApp, STRIPE_SECRET};
 use oncehook::alerts::Alerter;
 use oncehook::config::{Providers, Settings};
@@ -19,7 +20,7 @@ use oncehook::signature::SchemeKind;
 use oncehook::simulator::run::{Options as SimOptions, Simulation};
 use oncehook::simulator::scenario::Scenario;
 use oncehook::simulator::sender::Target;
-use oncehook::simulator::truth::{Fact, Truth};
+use oncehook::simulator::truth::Truth;
 use oncehook::simulator::ApiFaults;
 use sqlx::Row;
 
@@ -135,61 +136,9 @@ async fn drained(app: &TestApp) {
     panic!("oncehook did not drain within 120 s");
 }
 
-#[derive(Debug, PartialEq, Eq)]
-struct Seen {
-    status: String,
-    paid: i64,
-    refunded: i64,
-    disputed: i64,
-    facts: Vec<Fact>,
-}
-
-async fn seen_orders(db: &oncehook::store::Db) -> BTreeMap<String, Seen> {
-    let pool = db.reader();
-    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
-    for r in sqlx::query(
-        "SELECT order_id, status, amount_paid, amount_refunded, amount_disputed FROM orders",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap()
-    {
-        seen.insert(
-            r.get(0),
-            Seen {
-                status: r.get(1),
-                paid: r.get(2),
-                refunded: r.get(3),
-                disputed: r.get(4),
-                facts: vec![],
-            },
-        );
-    }
-    for r in sqlx::query(
-        "SELECT order_id, kind, resource_id, state FROM order_facts
-         WHERE kind IN ('payment', 'refund', 'dispute') ORDER BY order_id, kind, resource_id",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap()
-    {
-        if let Some(o) = seen.get_mut(&r.get::<String, _>(0)) {
-            o.facts.push(Fact {
-                kind: r.get(1),
-                resource_id: r.get(2),
-                state: r.get(3),
-            });
-        }
-    }
-    for o in seen.values_mut() {
-        o.facts.sort();
-    }
-    seen
-}
-
 /// Every order of the truth as oncehook holds it, and the ledger's money per kind.
 async fn differing(db: &oncehook::store::Db, truth: &Truth) -> Vec<String> {
-    let seen = seen_orders(db).await;
+    let seen = held_orders(db).await;
     let mut ledger: BTreeMap<String, (i64, i64, i64)> = BTreeMap::new();
     for r in sqlx::query("SELECT order_id, entry, counted FROM order_ledger")
         .fetch_all(db.reader())
@@ -206,13 +155,7 @@ async fn differing(db: &oncehook::store::Db, truth: &Truth) -> Vec<String> {
     }
     let mut wrong = Vec::new();
     for o in &truth.orders {
-        let expected = Seen {
-            status: o.status.clone(),
-            paid: o.paid,
-            refunded: o.refunded,
-            disputed: o.disputed,
-            facts: o.facts.clone(),
-        };
+        let expected = HeldOrder::expected(o);
         // An order that never had a fact (opened, nobody paid) is no order for oncehook.
         if o.facts.is_empty() && !seen.contains_key(&o.order_id) {
             continue;

@@ -9,8 +9,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::truth::{held_orders, HeldOrder};
 use common::{Kind, TestApp, STRIPE_SECRET};
-use oncehook::simulator::truth::{Fact, Truth};
+use oncehook::simulator::truth::Truth;
 use sqlx::Row;
 
 async fn simulate(app: &TestApp, orders: usize, seed: u64) -> Truth {
@@ -60,60 +61,6 @@ async fn drained(app: &TestApp) {
     panic!("oncehook did not drain within 120 s");
 }
 
-/// oncehook's view of one order: status, totals, facts.
-#[derive(Debug, PartialEq, Eq)]
-struct Seen {
-    status: String,
-    paid: i64,
-    refunded: i64,
-    disputed: i64,
-    facts: Vec<Fact>,
-}
-
-async fn oncehook_orders(app: &TestApp) -> BTreeMap<String, Seen> {
-    let pool = app.db.reader();
-    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
-    for r in sqlx::query(
-        "SELECT order_id, status, amount_paid, amount_refunded, amount_disputed FROM orders",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap()
-    {
-        seen.insert(
-            r.get(0),
-            Seen {
-                status: r.get(1),
-                paid: r.get(2),
-                refunded: r.get(3),
-                disputed: r.get(4),
-                facts: vec![],
-            },
-        );
-    }
-    for r in sqlx::query(
-        "SELECT order_id, kind, resource_id, state FROM order_facts
-         WHERE kind IN ('payment', 'refund', 'dispute') ORDER BY order_id, kind, resource_id",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap()
-    {
-        let order: String = r.get(0);
-        if let Some(o) = seen.get_mut(&order) {
-            o.facts.push(Fact {
-                kind: r.get(1),
-                resource_id: r.get(2),
-                state: r.get(3),
-            });
-        }
-    }
-    for o in seen.values_mut() {
-        o.facts.sort();
-    }
-    seen
-}
-
 async fn chaos_run(kind: Kind, orders: usize, seed: u64) {
     let app = TestApp::spawn_with(kind, |s| {
         s.outbox.relay.enabled = false;
@@ -148,17 +95,11 @@ async fn chaos_run(kind: Kind, orders: usize, seed: u64) {
     assert_eq!(deliveries as u64, s.delivered, "one delivery row per 2xx");
     assert!(inbox < deliveries);
 
-    let seen = oncehook_orders(&app).await;
+    let seen = held_orders(&app.db).await;
     let mut wrong = Vec::new();
     let mut incomplete_but_equal = Vec::new();
     for o in &truth.orders {
-        let expected = Seen {
-            status: o.status.clone(),
-            paid: o.paid,
-            refunded: o.refunded,
-            disputed: o.disputed,
-            facts: o.facts.clone(),
-        };
+        let expected = HeldOrder::expected(o);
         let equal = seen.get(&o.order_id) == Some(&expected);
         if o.complete && !equal {
             wrong.push(format!(

@@ -6,6 +6,7 @@
 pub mod binary;
 pub mod fixtures;
 pub mod peers;
+pub mod truth;
 
 use std::sync::Arc;
 use std::time::Duration;
