@@ -586,8 +586,30 @@ impl Harness {
             .unwrap()
             .get(0);
         if unfinished != 0 || dead != 0 {
+            let rows: Vec<String> = sqlx::query(
+                "SELECT event_id, order_id, status, attempts, next_attempt_at, reason FROM inbox_events \
+                 WHERE order_id = $1 AND status NOT IN ('applied', 'duplicate', 'stale', 'refused') \
+                 OR (order_id IS NULL AND status <> 'ignored')",
+            )
+            .bind(order)
+            .fetch_all(pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} order {:?} {} attempts {} next {:?} reason {:?}",
+                    r.get::<String, _>(0),
+                    r.get::<Option<String>, _>(1),
+                    r.get::<String, _>(2),
+                    r.get::<i64, _>(3),
+                    r.get::<i64, _>(4),
+                    r.get::<Option<String>, _>(5)
+                )
+            })
+            .collect();
             return Err(format!(
-                "{order}: {unfinished} events unfinished, {dead} dead letters"
+                "{order}: {unfinished} events unfinished, {dead} dead letters: {rows:?}"
             ));
         }
         Ok(())
