@@ -48,6 +48,19 @@ struct AfterCommit {
     processed: Vec<(String, &'static str, i64)>,
     /// Money each event moved, by provider, for the overview.
     moved: Vec<(String, effects::Moved)>,
+    /// (provider, the event's `created` to our receipt in ms) of each event on its first
+    /// attempt: the overview's provider delay.
+    delays: Vec<(String, i64)>,
+}
+
+/// Notes the provider's delay of an event mapped on its first attempt.
+fn note_delay(after: &mut AfterCommit, claim: &Claimed, event: &crate::mapping::MappedEvent) {
+    if claim.attempt == 1 {
+        after.delays.push((
+            claim.provider.clone(),
+            claim.received_at - event.occurred_at_ms,
+        ));
+    }
 }
 
 /// Counts what became of an event for after the commit.
@@ -318,6 +331,9 @@ impl Processor {
     ) -> anyhow::Result<()> {
         let mut outputs = outputs.into_iter();
         for (claim, prepared) in live {
+            if let Prepared::Mapped(event) = prepared {
+                note_delay(after, claim, event);
+            }
             let event_id = claim.event_id.as_str();
             let output = match prepared {
                 Prepared::Failed(_) => None,
@@ -389,6 +405,9 @@ impl Processor {
         for (provider, outcome, received_at) in after.processed {
             crate::metrics::processed(outcome, received_at, now);
             rollup.filed(now, &provider, outcome, received_at);
+        }
+        for (provider, delay) in after.delays {
+            rollup.delayed(now, &provider, delay);
         }
         for (provider, moved) in after.moved {
             rollup.moved(
@@ -593,6 +612,7 @@ impl Processor {
             }
             Err(e) => return permanent(e.to_string()),
         };
+        note_delay(after, claim, &event);
         let order_id = match &event.order_id {
             Some(order_id) => order_id.clone(),
             None => {

@@ -219,13 +219,14 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         shutdown.clone(),
     ));
     // Reconciliation (`reconcile.interval`) of each provider with an `api_key`.
+    let reconciler = crate::reconcile::Reconciler {
+        db: db.clone(),
+        settings: Arc::new(settings.clone()),
+        providers: providers.clone(),
+        alerter: alerter.clone(),
+    };
     background.extend(crate::reconcile::job::spawn(
-        crate::reconcile::Reconciler {
-            db: db.clone(),
-            settings: Arc::new(settings.clone()),
-            providers: providers.clone(),
-            alerter: alerter.clone(),
-        },
+        reconciler.clone(),
         shutdown.clone(),
     ));
     background.push(spawn_rollup_writer(db.clone(), shutdown.clone()));
@@ -242,8 +243,11 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         crate::auth::Access::start(&db, &settings.dashboard, shutdown.clone()).await?;
     background.push(sweeper);
     let dashboard = Some((
-        Arc::new(StoreBackend::new(db.clone(), providers.clone()).with_settings(&settings)?)
-            as Arc<dyn app::backend::AdminBackend>,
+        Arc::new(
+            StoreBackend::new(db.clone(), providers.clone())
+                .with_settings(&settings)?
+                .with_reconciler(reconciler, shutdown.clone()),
+        ) as Arc<dyn app::backend::AdminBackend>,
         settings.site_root.clone(),
     ));
     let mut http = Vec::new();

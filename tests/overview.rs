@@ -63,6 +63,19 @@ async fn the_overview_counts_what_was_received_processed_and_moved(kind: Kind) {
         ]
     );
     assert_eq!(o.by_provider, vec![("stripe".to_string(), 3)]);
+    // The events were created on 2024-01-01: the provider's delay is over three days, for
+    // the three events mapped on their first attempt (the redelivery is not one).
+    assert_eq!(
+        o.provider_delay,
+        vec![app::backend::ProviderDelay {
+            provider: "stripe".into(),
+            events: 3,
+            p50_ms: Some(i64::MAX),
+            p95_ms: Some(i64::MAX),
+        }]
+    );
+    assert_eq!(o.time_to_resolve, None, "nothing closed yet");
+    assert_eq!(o.reconciliation, None, "never reconciled");
     assert_eq!(o.series.len(), 60, "one bar per minute of the hour");
     let sent: i64 = o.series.iter().map(|p| p.received).sum();
     let failures: i64 = o.series.iter().map(|p| p.failures).sum();
@@ -80,6 +93,23 @@ async fn the_overview_counts_what_was_received_processed_and_moved(kind: Kind) {
             .received,
         3
     );
+    // Closing the dead letter: the time from filed to closed counts in the range.
+    let dead_letter = app.count("SELECT MIN(id) FROM dead_letters").await;
+    let operator: app::backend::Operator = app.acting("otto", Role::Operator).await;
+    backend
+        .close_dead_letter(
+            &operator,
+            dead_letter,
+            true,
+            "refund of a test payment".into(),
+        )
+        .await
+        .unwrap();
+    let closed = backend.overview(&viewer, Range::Hour).await.unwrap();
+    let t = closed.time_to_resolve.expect("one closed");
+    assert_eq!(t.closed, 1);
+    assert!(t.mean_secs >= 0 && t.p95_secs >= t.mean_secs.min(t.p95_secs));
+    assert_eq!(closed.dlq_open, 0);
     let week = backend.overview(&viewer, Range::Week).await.unwrap();
     assert_eq!((week.received, week.series.len()), (3, 84));
     assert_eq!(
@@ -120,12 +150,19 @@ async fn the_overview_counts_what_was_received_processed_and_moved(kind: Kind) {
             "chart-failures",
             "kpi-received",
             "money-moved",
+            "kpi-provider-delay",
+            "kpi-time-to-resolve",
+            "kpi-reconciliation",
         ] {
             assert!(html.contains(&format!("id=\"{id}\"")), "{query}: {id}");
         }
         assert!(html.matches("<svg").count() >= 3, "{query}");
         assert!(html.contains("<rect"), "{query}: bars drawn");
         assert!(html.contains("50.00 EUR"), "{query}: money moved");
+        assert!(
+            html.contains("stripe: &gt; 3 d / &gt; 3 d"),
+            "{query}: provider delay"
+        );
     }
     app.shutdown().await;
 }

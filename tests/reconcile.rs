@@ -115,6 +115,7 @@ async fn reconcile(r: &Reconciler, dry_run: bool) -> Report {
             since: None,
             dry_run,
             source: "cli",
+            ..Default::default()
         },
         Default::default(),
         &|_| {},
@@ -657,6 +658,7 @@ async fn one_run_at_a_time(kind: Kind) {
         since: None,
         dry_run: false,
         source: "cli",
+        ..Default::default()
     };
     let (x, y) = tokio::join!(
         a.run(&options, Default::default(), &|_| {}),
@@ -735,7 +737,226 @@ fn reconcile_keys_load_from_toml() {
     assert!(e.contains("reconcile.page_size"), "{e}");
 }
 
+/// The `/reconciliation` page as people use it, with and without JavaScript (forms posted
+/// as a browser does): run now, the open diffs grouped by kind, a one-click fix that
+/// ingests the event through the inbox (the order appears, its story says "reconciled"), a
+/// resolve with a reason in the history; a viewer sees no buttons and a forged form is
+/// refused and audited; the overview counts the open diffs.
+async fn the_page_runs_fixes_and_resolves(kind: Kind) {
+    use app::api::{FixReconciliationDiff, ResolveReconciliationDiff, StartReconciliation};
+    use app::backend::Role;
+    use leptos::server_fn::ServerFn;
+    let (listener, url) = listen().await;
+    let app = TestApp::spawn_with(kind, |s| {
+        with_api(s, &url);
+        s.reconcile.auto_fix = false;
+    })
+    .await;
+    let _sim = simulate(listener, url, "steady", 3, 5, ApiFaults::default(), None).await;
+    let viewer = app.sign_in("vera", Role::Viewer).await;
+    let operator = app.sign_in("otto", Role::Operator).await;
+
+    let (status, html) = app.page("/reconciliation", &operator).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("id=\"no-open-diffs\""), "{html}");
+    assert!(html.contains("last successful run never"), "{html}");
+    assert!(html.contains("id=\"run-now\""));
+
+    // A viewer's forged "Run now" is refused before anything runs, and audited.
+    let (status, _) = app
+        .post_form(
+            StartReconciliation::PATH,
+            &viewer,
+            None,
+            &[("provider", "stripe")],
+        )
+        .await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM reconciliation_runs").await,
+        0
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM audit_log WHERE action = 'reconciliation.run.refused'")
+            .await,
+        1
+    );
+
+    // Run now without JavaScript: the form's POST answers with a redirect back.
+    let (status, body) = app
+        .post_form(
+            StartReconciliation::PATH,
+            &operator,
+            Some("/reconciliation"),
+            &[("provider", "stripe")],
+        )
+        .await;
+    assert!((300..400).contains(&status), "{status} {body}");
+    let mut run = None;
+    for _ in 0..600 {
+        let runs = oncehook::store::reconcile::list_runs(&app.db, None, None, 5)
+            .await
+            .unwrap();
+        if let Some(r) = runs.first().filter(|r| r.status != "running") {
+            run = Some(r.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let run = run.expect("the run ended within 30 s");
+    assert_eq!(
+        (run.status.as_str(), run.source.as_str()),
+        ("succeeded", "dashboard")
+    );
+    assert!(run.diffs_found > 0 && run.fixed == 0, "{run:?}");
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'reconciliation.run' AND actor = 'otto'"
+        )
+        .await,
+        1
+    );
+
+    // The open diffs, grouped by kind, with the count and a Fix button per fixable row.
+    let (_, html) = app.page("/reconciliation", &operator).await;
+    assert!(html.contains("id=\"kind-missing_event\""), "{html}");
+    assert!(html.contains(&format!("id=\"run-{}\"", run.id)));
+    assert!(html.contains("button primary fix"));
+    let open = |app: &TestApp| {
+        let db = app.db.clone();
+        async move {
+            oncehook::store::reconcile::list_diffs(
+                &db,
+                &oncehook::store::reconcile::DiffFilter {
+                    state: Some("open".into()),
+                    kind: Some("missing_event".into()),
+                    limit: 100,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let before = open(&app).await;
+    assert_eq!(
+        before.len() as i64,
+        run.diffs_found
+            - app
+                .count("SELECT COUNT(*) FROM reconciliation_diffs WHERE kind <> 'missing_event'")
+                .await
+    );
+    let (_, viewer_html) = app.page("/reconciliation", &viewer).await;
+    assert!(viewer_html.contains("id=\"kind-missing_event\""));
+    assert!(!viewer_html.contains("button primary fix") && !viewer_html.contains("id=\"run-now\""));
+
+    // One-click fix of the payment's event: ingested through the inbox, the order appears.
+    let payment = before
+        .iter()
+        .find(|d| d.detail.starts_with("payment_intent.succeeded"))
+        .expect("a missing payment event")
+        .clone();
+    let id = payment.id.to_string();
+    let (status, _) = app
+        .post_form(FixReconciliationDiff::PATH, &viewer, None, &[("id", &id)])
+        .await;
+    assert_eq!(status, 403, "a viewer fixes nothing");
+    let (status, body) = app
+        .post_form(FixReconciliationDiff::PATH, &operator, None, &[("id", &id)])
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let fixed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(fixed["state"], "fixed", "{fixed}");
+    assert_eq!(fixed["closed_by"], "otto");
+    let event_id = payment.provider_event_id.clone().unwrap();
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM inbox_events WHERE event_id = '{event_id}' AND correlation_id LIKE 'reconciliation:run-%'"
+        ))
+        .await,
+        1,
+        "fetched from the API and ingested"
+    );
+    drained(&app).await;
+    let order_id = payment.order_id.clone().unwrap();
+    let (status, html) = app.page(&format!("/orders/{order_id}"), &operator).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("data-kind=\"reconciled\""), "{html}");
+    assert!(html.contains("by otto"), "{html}");
+    assert_eq!(open(&app).await.len(), before.len() - 1);
+    // Fixing it again is refused: it is fixed already. Nothing is ingested twice.
+    let (status, body) = app
+        .post_form(FixReconciliationDiff::PATH, &operator, None, &[("id", &id)])
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("fixed already"), "{body}");
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM inbox_events WHERE event_id = '{event_id}'"
+        ))
+        .await,
+        1
+    );
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'reconciliation.fix' AND actor = 'otto'"
+        )
+        .await,
+        1
+    );
+
+    // Resolve another with a reason, as the no-JS form does; it moves to the history.
+    let other = open(&app).await[0].id.to_string();
+    let (status, _) = app
+        .post_form(
+            ResolveReconciliationDiff::PATH,
+            &operator,
+            Some("/reconciliation"),
+            &[("id", &other), ("reason", "test order, never shipped")],
+        )
+        .await;
+    assert!((300..400).contains(&status));
+    let (_, history) = app.page("/reconciliation?state=resolved", &operator).await;
+    assert!(
+        history.contains(&format!("id=\"diff-{other}\"")),
+        "{history}"
+    );
+    assert!(history.contains("test order, never shipped"));
+    let (_, fixed_list) = app.page("/reconciliation?state=fixed", &viewer).await;
+    assert!(fixed_list.contains(&format!("id=\"diff-{id}\"")));
+
+    // Filters and keyset pages live in the URL.
+    let newest = open(&app).await;
+    if newest.len() >= 2 {
+        let (_, page) = app
+            .page(
+                &format!(
+                    "/reconciliation?state=open&kind=missing_event&before={}",
+                    newest[0].id
+                ),
+                &viewer,
+            )
+            .await;
+        assert!(!page.contains(&format!("id=\"diff-{}\"", newest[0].id)));
+        assert!(page.contains(&format!("id=\"diff-{}\"", newest[1].id)));
+    }
+
+    // The overview counts what is open, and the last successful run.
+    let token = api_token(&app, "kpis", "viewer").await;
+    let (_, overview) = app.api_get("/api/v1/overview?range=1h", Some(&token)).await;
+    let open_now = app
+        .count("SELECT COUNT(*) FROM reconciliation_diffs WHERE state = 'open'")
+        .await;
+    assert_eq!(
+        overview["reconciliation"]["open_diffs"], open_now,
+        "{overview}"
+    );
+    assert!(overview["reconciliation"]["last_success_age_secs"].is_i64());
+    app.shutdown().await;
+}
+
 both!(
+    the_page_runs_fixes_and_resolves,
     chaos_then_reconcile,
     a_429_storm_is_honoured,
     bad_answers_fail_the_run_and_change_nothing,

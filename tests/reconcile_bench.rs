@@ -104,6 +104,7 @@ async fn reconcile_bench() {
         since: None,
         dry_run: false,
         source: "cli",
+        ..Default::default()
     };
     let before = oncehook::simulator::ApiStats::get(&sim.shared.stats.api_requests);
     let t = Instant::now();

@@ -250,3 +250,42 @@ pub async fn load_redrive_jobs() -> Result<Vec<crate::backend::RedriveJobView>, 
     let (backend, who) = signed_in_as::<Viewer>("redrive_jobs.read", "redrive_jobs").await?;
     with_status(backend.redrive_jobs(&who).await)
 }
+
+#[server(input = Json)]
+pub async fn load_reconciliation(
+    query: crate::backend::DiffQuery,
+    runs_before: Option<i64>,
+) -> Result<crate::backend::ReconciliationPage, AppError> {
+    let (backend, who) = signed_in_as::<Viewer>("reconciliation.read", "reconciliation").await?;
+    with_status(backend.reconciliation_page(&who, query, runs_before).await)
+}
+
+/// The newest runs, for the page's live progress while one runs.
+#[server]
+pub async fn load_reconciliation_runs() -> Result<crate::backend::RunsPage, AppError> {
+    let (backend, who) = signed_in_as::<Viewer>("reconciliation.read", "reconciliation").await?;
+    with_status(backend.reconciliation_runs(&who, None, 10).await)
+}
+
+/// Starts a run (empty `provider`: every provider with an API key). A plain argument, so
+/// the "Run now" form posts without JavaScript.
+#[server]
+pub async fn start_reconciliation(provider: String) -> Result<Vec<i64>, AppError> {
+    let target = format!("reconciliation:{}", provider.trim());
+    let (backend, who) = signed_in_as::<Operator>("reconciliation.run", &target).await?;
+    with_status(backend.start_reconciliation(&who, provider).await)
+}
+
+#[server]
+pub async fn fix_reconciliation_diff(id: i64) -> Result<crate::backend::DiffView, AppError> {
+    let target = format!("reconciliation_diff:{id}");
+    let (backend, who) = signed_in_as::<Operator>("reconciliation.fix", &target).await?;
+    with_status(backend.fix_diff(&who, id).await)
+}
+
+#[server]
+pub async fn resolve_reconciliation_diff(id: i64, reason: String) -> Result<(), AppError> {
+    let target = format!("reconciliation_diff:{id}");
+    let (backend, who) = signed_in_as::<Operator>("reconciliation.resolve", &target).await?;
+    with_status(backend.resolve_diff(&who, id, reason).await)
+}

@@ -19,6 +19,7 @@ pub fn TopBar() -> impl IntoView {
                 <A href="/">"Overview"</A>
                 <A href="/events">"Inbox"</A>
                 <A href="/dlq">"Dead letters"</A>
+                <A href="/reconciliation">"Reconciliation"</A>
                 <A href="/settings">"Settings"</A>
             </nav>
             <form class="search" method="get" action="/search" role="search">

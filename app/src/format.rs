@@ -55,6 +55,29 @@ pub fn epoch_ms(rfc3339: &str) -> Option<i64> {
     Some(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + millis)
 }
 
+/// The RFC 3339 UTC time (`2026-12-01T05:20:02.898Z`) of Unix milliseconds: the inverse
+/// of [`epoch_ms`] (Howard Hinnant's civil-from-days).
+pub fn rfc3339_of_ms(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let in_day = ms.rem_euclid(86_400_000);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000
+    )
+}
+
 /// How long ago, for people: `just now`, `45 s ago`, `12 min ago`, `3 h 10 min ago`; a
 /// time in the future reads `in 5 min`.
 pub fn ago(then_ms: i64, now_ms: i64) -> String {
@@ -157,6 +180,26 @@ fn group_thousands(value: u64, negative: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn rfc3339_of_ms_is_the_inverse_of_epoch_ms() {
+        for ms in [
+            0,
+            951_782_400_123,
+            1_700_000_000_000,
+            1_764_566_402_898,
+            4_102_444_799_999,
+            -86_400_001,
+        ] {
+            let text = super::rfc3339_of_ms(ms);
+            assert_eq!(super::epoch_ms(&text), Some(ms), "{text}");
+        }
+        assert_eq!(
+            super::rfc3339_of_ms(1_700_000_000_000),
+            "2023-11-14T22:13:20.000Z"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -28,6 +28,7 @@ use pages::{
     not_found::NotFound,
     order::OrderPage,
     overview::OverviewPage,
+    reconcile::ReconciliationPage,
     search::SearchPage,
     settings::SettingsPage,
 };
@@ -101,6 +102,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/orders/:id") view=OrderPage ssr=SsrMode::Async/>
                         <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
                         <Route path=path!("/dlq") view=DlqPage ssr=SsrMode::Async/>
+                        <Route path=path!("/reconciliation") view=ReconciliationPage ssr=SsrMode::Async/>
                         <Route path=path!("/admin/audit") view=AuditLogPage ssr=SsrMode::Async/>
                         <Route path=path!("/admin/users") view=UsersPage ssr=SsrMode::Async/>
                         <Route path=path!("/admin/tokens") view=TokensPage ssr=SsrMode::Async/>

@@ -52,6 +52,12 @@ pub struct StoreBackend {
     revealed: tokens::RevealedTokens,
     /// Expensive reads running per principal.
     reads: read_limits::ReadLimits,
+    /// Runs and one-click fixes from the page; `None` where the process reconciles nothing
+    /// (previews, tests of the reads).
+    reconciler: Option<(
+        crate::reconcile::Reconciler,
+        tokio_util::sync::CancellationToken,
+    )>,
 }
 
 fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
@@ -107,7 +113,32 @@ impl StoreBackend {
             settings: Arc::new(SettingsView::default()),
             revealed: tokens::RevealedTokens::default(),
             reads: read_limits::ReadLimits::default(),
+            reconciler: None,
         }
+    }
+
+    /// With runs and fixes from the dashboard, stopped with `shutdown`.
+    pub fn with_reconciler(
+        mut self,
+        reconciler: crate::reconcile::Reconciler,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Self {
+        self.reconciler = Some((reconciler, shutdown));
+        self
+    }
+
+    fn reconciler(
+        &self,
+    ) -> Result<
+        &(
+            crate::reconcile::Reconciler,
+            tokio_util::sync::CancellationToken,
+        ),
+        AppError,
+    > {
+        self.reconciler.as_ref().ok_or_else(|| {
+            AppError::Invalid("this process does not reconcile (no provider API configured)".into())
+        })
     }
 
     /// With the Settings page's view of `settings`.
@@ -698,6 +729,119 @@ impl AdminBackend for StoreBackend {
         crate::store::reconcile::resolve(&self.db, id, &actor, now_ms())
             .await
             .map_err(refused_or_backend_error("resolving a reconciliation diff"))
+    }
+
+    async fn reconciliation_page(
+        &self,
+        who: &Viewer,
+        query: app::backend::DiffQuery,
+        runs_before: Option<i64>,
+    ) -> Result<app::backend::ReconciliationPage, AppError> {
+        let (runs, groups, list) = reconcile::page(&self.db, query, runs_before)
+            .await
+            .map_err(backend_error("reading reconciliation"))?;
+        let providers = self
+            .reconciler
+            .as_ref()
+            .map(|(r, _)| r.providers_with_api())
+            .unwrap_or_default();
+        Ok(app::backend::ReconciliationPage {
+            runs,
+            groups,
+            list,
+            providers,
+            can_operate: who.can(Role::Operator),
+            now: now_ms(),
+        })
+    }
+
+    async fn start_reconciliation(
+        &self,
+        who: &Operator,
+        provider: String,
+    ) -> Result<Vec<i64>, AppError> {
+        let (r, shutdown) = self.reconciler()?;
+        let provider = provider.trim();
+        let providers = if provider.is_empty() {
+            r.providers_with_api()
+        } else {
+            vec![provider.to_string()]
+        };
+        if providers.is_empty() {
+            return Err(AppError::Invalid(
+                "no provider has an api_key: reconciliation needs the provider's API".into(),
+            ));
+        }
+        let mut ids = Vec::new();
+        for p in providers {
+            let options = crate::reconcile::Options {
+                provider: p.clone(),
+                source: "dashboard",
+                actor: Some(who.name.clone()),
+                ..Default::default()
+            };
+            let id = r
+                .start(options, shutdown.child_token())
+                .await
+                .map_err(|e| match e.downcast_ref::<crate::reconcile::NotStarted>() {
+                    Some(not) => AppError::Invalid(not.to_string()),
+                    None => AppError::Backend(internal_error("starting a reconciliation run", &e)),
+                })?;
+            let entry = AuditEntry {
+                actor: &who.name,
+                action: "reconciliation.run",
+                target: &format!("reconciliation:{p}"),
+                reason: None,
+                details: Some(&format!("run {id}")),
+                source: who.source.as_deref(),
+                now: now_ms(),
+            };
+            users::audit(&self.db, &entry)
+                .await
+                .map_err(backend_error("writing the audit log"))?;
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    async fn fix_diff(&self, who: &Operator, id: i64) -> Result<app::backend::DiffView, AppError> {
+        let (r, shutdown) = self.reconciler()?;
+        let (report, diff) =
+            r.fix(id, &who.name, shutdown.child_token())
+                .await
+                .map_err(|e| match e.downcast_ref::<crate::reconcile::NotStarted>() {
+                    Some(not) => AppError::Invalid(not.to_string()),
+                    None => refused_or_backend_error("fixing a reconciliation diff")(e),
+                })?;
+        let entry = AuditEntry {
+            actor: &who.name,
+            action: "reconciliation.fix",
+            target: &format!("reconciliation_diff:{id}"),
+            reason: diff.resolution.as_deref(),
+            details: Some(&format!(
+                "run {}: {}",
+                report.run_id.unwrap_or_default(),
+                report.status
+            )),
+            source: who.source.as_deref(),
+            now: now_ms(),
+        };
+        users::audit(&self.db, &entry)
+            .await
+            .map_err(backend_error("writing the audit log"))?;
+        if report.status != "succeeded" {
+            return Err(AppError::Invalid(format!(
+                "the provider could not be asked: {}",
+                report.error.unwrap_or_default()
+            )));
+        }
+        if diff.state == "open" {
+            return Err(AppError::Invalid(format!(
+                "diff {id} could not be fixed automatically: {}; resolve it with a reason",
+                diff.detail
+            )));
+        }
+        Ok(reconcile::diff_view(diff))
     }
 }
 

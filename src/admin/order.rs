@@ -20,8 +20,10 @@ pub async fn order_detail(db: &Db, order_id: &str) -> anyhow::Result<Option<Orde
     let dead = dead_letters::of_order(db, order_id, ORDER_DEAD_LETTERS, now_ms()).await?;
     let redrives = triage::redrives_of_order(db, order_id).await?;
     let commands = super::commands::of_order(db, order_id).await?;
+    let diffs = super::reconcile::of_order(db, order_id).await?;
     let mut detail = detail(view, &dead, &redrives);
     super::commands::add_to_story(&mut detail, commands);
+    super::reconcile::add_to_story(&mut detail, &diffs);
     Ok(Some(detail))
 }
 

@@ -3,10 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use app::backend::{DriftCheck, MoneyMoved, Overview, OverviewPoint, Range};
+use app::backend::{
+    DriftCheck, MoneyMoved, Overview, OverviewPoint, ProviderDelay, Range, ReconciliationKpis,
+    TimeToResolve,
+};
 
 use crate::store::read::rfc3339;
-use crate::store::rollup::{self, latency_metric, minute_of, LATENCY_BOUNDS_MS};
+use crate::store::rollup::{
+    self, delay_metric, latency_metric, minute_of, DELAY_BOUNDS_MS, LATENCY_BOUNDS_MS,
+};
 use crate::store::{now_ms, triage, Db};
 
 /// Rows of the "by type / provider / API version" tables.
@@ -49,6 +54,23 @@ pub async fn overview(db: &Db, range: Range) -> anyhow::Result<Overview> {
             missing_messages: run.missing_messages,
             sample: run.sample,
         });
+    let open = crate::store::reconcile::open_by_kind(db).await?;
+    let last = crate::store::reconcile::last_succeeded(db, None).await?;
+    if !open.is_empty() || last.is_some() {
+        o.reconciliation = Some(ReconciliationKpis {
+            open_diffs: open.iter().map(|(_, n, _)| n).sum(),
+            oldest_open_age_secs: age(open.iter().map(|(_, _, f)| *f).min()),
+            last_success_age_secs: age(last.map(|r| r.finished_at.unwrap_or(r.updated_at))),
+        });
+    }
+    let (closed, mean, p95) = triage::time_to_close(db, first * 60_000).await?;
+    if let (Some(mean), Some(p95)) = (mean, p95) {
+        o.time_to_resolve = Some(TimeToResolve {
+            closed,
+            mean_secs: mean / 1000,
+            p95_secs: p95 / 1000,
+        });
+    }
     Ok(o)
 }
 
@@ -88,6 +110,11 @@ pub fn summarize(
         .into_iter()
         .map(|b| (latency_metric(b), b))
         .collect();
+    let delay_bound: BTreeMap<String, i64> = DELAY_BOUNDS_MS
+        .into_iter()
+        .map(|b| (delay_metric(b), b))
+        .collect();
+    let mut delays: BTreeMap<String, BTreeMap<i64, i64>> = BTreeMap::new();
     let mut total: BTreeMap<&str, i64> = BTreeMap::new();
     let mut latency: BTreeMap<i64, i64> = BTreeMap::new();
     let mut per_bucket: BTreeMap<i64, (i64, i64, i64, BTreeMap<i64, i64>)> = BTreeMap::new();
@@ -108,6 +135,12 @@ pub fn summarize(
         if let Some(bound) = latency_bound.get(metric) {
             *latency.entry(*bound).or_insert(0) += value;
             *point.3.entry(*bound).or_insert(0) += value;
+        } else if let Some(bound) = delay_bound.get(metric) {
+            *delays
+                .entry(provider.clone())
+                .or_default()
+                .entry(*bound)
+                .or_insert(0) += value;
         } else if let Some(t) = metric.strip_prefix("type:") {
             *by_type.entry(t.to_string()).or_insert(0) += value;
         } else if let Some(v) = metric.strip_prefix("api:") {
@@ -153,6 +186,20 @@ pub fn summarize(
         })
         .collect();
     let get = |k: &str| total.get(k).copied().unwrap_or(0);
+    let mut provider_delay: Vec<ProviderDelay> = delays
+        .into_iter()
+        .map(|(provider, buckets)| ProviderDelay {
+            provider,
+            events: buckets.values().sum(),
+            p50_ms: percentile(&buckets, 0.50),
+            p95_ms: percentile(&buckets, 0.95),
+        })
+        .collect();
+    provider_delay.sort_by(|a, b| {
+        b.events
+            .cmp(&a.events)
+            .then_with(|| a.provider.cmp(&b.provider))
+    });
     Overview {
         range,
         received: get("received"),
@@ -169,6 +216,9 @@ pub fn summarize(
         dlq_open: 0,
         dlq_oldest_age_secs: None,
         drift: None,
+        reconciliation: None,
+        provider_delay,
+        time_to_resolve: None,
         money: money.into_values().collect(),
         by_type: top(by_type),
         by_provider: top(by_provider),
@@ -240,6 +290,40 @@ mod tests {
         assert_eq!(o.series[0].start, rfc3339(100 * 60_000));
         assert_eq!(o.series[0].p95_ms, Some(250));
         assert_eq!(o.series[1].p95_ms, None);
+    }
+
+    #[test]
+    fn provider_delays_are_percentiles_per_provider_busiest_first() {
+        let other =
+            |metric: &str, value: i64| (100, "adyen".to_string(), metric.to_string(), value);
+        let rows = vec![
+            row(100, "delay_le_1000", 90),
+            row(101, "delay_le_60000", 8),
+            row(101, "delay_le_inf", 2),
+            other("delay_le_300000", 3),
+            // Not delays: they stay where they were.
+            row(100, "latency_le_10", 5),
+        ];
+        let o = summarize(Range::Hour, 100, 103, &rows);
+        assert_eq!(
+            o.provider_delay,
+            vec![
+                ProviderDelay {
+                    provider: "stripe".into(),
+                    events: 100,
+                    p50_ms: Some(1_000),
+                    p95_ms: Some(60_000),
+                },
+                ProviderDelay {
+                    provider: "adyen".into(),
+                    events: 3,
+                    p50_ms: Some(300_000),
+                    p95_ms: Some(300_000),
+                },
+            ]
+        );
+        assert_eq!(o.latency_p50_ms, Some(10));
+        assert_eq!(o.filed, 0, "delay buckets are not outcomes");
     }
 
     #[test]

@@ -80,6 +80,7 @@ pub async fn run(db: Db, settings: Settings, args: ReconcileArgs) -> anyhow::Res
             since,
             dry_run: args.dry_run,
             source: "cli",
+            ..Default::default()
         };
         let progress = |c: &crate::store::reconcile::Counts| {
             if let Some(bar) = &bar {

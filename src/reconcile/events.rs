@@ -157,7 +157,7 @@ fn body_of(e: &Event) -> Vec<u8> {
     e.to_json().to_string().into_bytes()
 }
 
-async fn compare_page(run: &mut Run<'_>, events: &[Event]) -> Result<(), RunError> {
+pub(super) async fn compare_page(run: &mut Run<'_>, events: &[Event]) -> Result<(), RunError> {
     let db = run.r.db.clone();
     let provider = run.options.provider.clone();
     let mapping = run.provider.mapping.clone();

@@ -18,8 +18,8 @@ const RECHECK: Duration = Duration::from_secs(10);
 /// Whether `provider` is due now.
 pub async fn due(r: &Reconciler, provider: &str, now: i64) -> anyhow::Result<bool> {
     let interval_ms = r.settings.reconcile.interval.0.as_millis() as i64;
-    let last = store::list_runs(&r.db, Some(provider), None, 1).await?;
-    Ok(match last.first() {
+    let last = store::newest_full_run(&r.db, provider).await?;
+    Ok(match last.as_ref() {
         None => true,
         Some(run) if run.status == "running" => true,
         Some(run) => run.started_at + interval_ms <= now,
@@ -59,9 +59,8 @@ pub fn spawn(r: Reconciler, shutdown: CancellationToken) -> Option<JoinHandle<()
                 }
                 let options = Options {
                     provider: provider.clone(),
-                    since: None,
-                    dry_run: false,
                     source: "serve",
+                    ..Default::default()
                 };
                 match r.run(&options, shutdown.child_token(), &|_| {}).await {
                     Ok(report) => info!(

@@ -33,7 +33,8 @@ pub use settings::{Interval, ReconcileSettings};
 use crate::alerts::{Alerter, DeadLetterAlert};
 use crate::config::{Providers, Settings};
 use crate::provider_api::{ApiClient, ApiError};
-use crate::store::reconcile::{self as store, Counts, DiffRow, NewDiff};
+pub use crate::store::reconcile::DiffRow;
+use crate::store::reconcile::{self as store, Counts, NewDiff};
 use crate::store::{now_ms, Db};
 
 /// The kinds of mismatch, as the JSON, the API and the page name them.
@@ -94,7 +95,7 @@ impl DiffKind {
 }
 
 /// What to run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     pub provider: String,
     /// Compare events created at or after this (Unix seconds) instead of the checkpoint's
@@ -102,9 +103,18 @@ pub struct Options {
     pub since: Option<i64>,
     /// Find and report, change nothing (no diff, no fix, no checkpoint).
     pub dry_run: bool,
-    /// serve | cli | dashboard
+    /// serve | cli | dashboard | fix
     pub source: &'static str,
+    /// A person's one-click fix of this open diff: the run compares only the diff's event
+    /// (or its order's objects) again and fixes what it finds, `auto_fix` or not.
+    pub fix: Option<i64>,
+    /// Who asked: the `closed_by` of what the run fixes (`reconciler` when nobody).
+    pub actor: Option<String>,
 }
+
+/// The `source` of a one-click fix's run: not a full comparison, so neither the periodic
+/// job's timer nor "the last successful run" counts it.
+pub const FIX_SOURCE: &str = "fix";
 
 /// A run as `oncehook reconcile --json` prints it.
 #[derive(Clone, Debug, Serialize)]
@@ -210,6 +220,8 @@ pub(crate) struct Run<'a> {
     /// API version stamped on events built from objects: the newest event's, if seen.
     pub api_version: Option<String>,
     pub now_s: i64,
+    /// Whether a one-click fix's run found its diff again (else the mismatch is gone).
+    pub target_found: bool,
 }
 
 /// The provider's client, counting calls.
@@ -230,7 +242,7 @@ impl Run<'_> {
     }
 
     pub fn auto_fix(&self) -> bool {
-        self.settings().auto_fix && !self.options.dry_run
+        (self.settings().auto_fix || self.options.fix.is_some()) && !self.options.dry_run
     }
 
     /// Stops between steps when the lease was lost or the server stops.
@@ -270,6 +282,9 @@ impl Run<'_> {
             return Ok(None);
         }
         let (id, state, created) = store::upsert_diff(&self.r.db, &d, self.id, now_ms()).await?;
+        if self.options.fix == Some(id) {
+            self.target_found = true;
+        }
         if created {
             self.counts.diffs_found += 1;
             crate::metrics::reconciliation_diff(&d.kind);
@@ -294,16 +309,8 @@ impl Run<'_> {
         resolution: &str,
         fix_event_id: Option<&str>,
     ) -> Result<(), RunError> {
-        if store::mark_fixed(
-            &self.r.db,
-            id,
-            resolution,
-            fix_event_id,
-            "reconciler",
-            now_ms(),
-        )
-        .await?
-        {
+        let by = self.options.actor.as_deref().unwrap_or("reconciler");
+        if store::mark_fixed(&self.r.db, id, resolution, fix_event_id, by, now_ms()).await? {
             self.counts.fixed += 1;
             if let Some(v) = self.listed.iter_mut().find(|v| v.id == Some(id)) {
                 v.state = "fixed".into();
@@ -339,6 +346,91 @@ impl Reconciler {
         options: &Options,
         stop: tokio_util::sync::CancellationToken,
         progress: &(dyn Fn(&Counts) + Send + Sync),
+    ) -> anyhow::Result<Report> {
+        self.run_notifying(options, stop, progress, None).await
+    }
+
+    /// Starts a run in the background and answers with its id once it holds the lease and
+    /// its row exists (or with why it could not start). Its end is logged; the runs list
+    /// shows its progress meanwhile.
+    pub async fn start(
+        &self,
+        options: Options,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> anyhow::Result<i64> {
+        let (started, id) = tokio::sync::oneshot::channel();
+        let r = self.clone();
+        let task = tokio::spawn(async move {
+            let outcome = r
+                .run_notifying(&options, stop, &|_| {}, Some(started))
+                .await;
+            match &outcome {
+                Ok(report) => tracing::info!(
+                    provider = %report.provider,
+                    run_id = report.run_id,
+                    status = %report.status,
+                    diffs = report.counts.diffs_found,
+                    fixed = report.counts.fixed,
+                    "reconciliation run finished"
+                ),
+                Err(e) => tracing::debug!(error = %e, "reconciliation not started"),
+            }
+            outcome
+        });
+        match id.await {
+            Ok(id) => Ok(id),
+            // The run ended before it began: its error says why.
+            Err(_) => match task.await? {
+                Err(e) => Err(e),
+                Ok(report) => Ok(report.run_id.unwrap_or_default()),
+            },
+        }
+    }
+
+    /// A person's one-click fix of an open diff whose kind has an automatic fix: a run
+    /// (source `fix`) that compares the diff's event or order again and fixes what it finds.
+    /// Answers with the diff as it is afterwards; refused (`store::Refused`) before any
+    /// call when the diff is not open or has no automatic fix.
+    pub async fn fix(
+        &self,
+        diff_id: i64,
+        actor: &str,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> anyhow::Result<(Report, DiffRow)> {
+        use crate::store::Refused;
+        let diff = store::diff(&self.db, diff_id)
+            .await?
+            .ok_or_else(|| Refused(format!("no reconciliation diff {diff_id}")))?;
+        if diff.state != "open" {
+            return Err(Refused(format!("diff {diff_id} is {} already", diff.state)).into());
+        }
+        if !DiffKind::parse(&diff.kind).is_some_and(DiffKind::auto_fixable) {
+            return Err(Refused(format!(
+                "a {} diff has no automatic fix: resolve it with a reason",
+                diff.kind
+            ))
+            .into());
+        }
+        let options = Options {
+            provider: diff.provider.clone(),
+            source: FIX_SOURCE,
+            fix: Some(diff_id),
+            actor: Some(actor.to_string()),
+            ..Default::default()
+        };
+        let report = self.run(&options, stop, &|_| {}).await?;
+        let after = store::diff(&self.db, diff_id)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("diff {diff_id} vanished"))?;
+        Ok((report, after))
+    }
+
+    async fn run_notifying(
+        &self,
+        options: &Options,
+        stop: tokio_util::sync::CancellationToken,
+        progress: &(dyn Fn(&Counts) + Send + Sync),
+        started: Option<tokio::sync::oneshot::Sender<i64>>,
     ) -> anyhow::Result<Report> {
         let provider = self
             .providers
@@ -408,6 +500,9 @@ impl Reconciler {
             .await?;
             id
         };
+        if let Some(started) = started {
+            let _ = started.send(id);
+        }
         let lease_lost = Arc::new(AtomicBool::new(false));
         let heartbeat = (!options.dry_run).then(|| {
             spawn_heartbeat(
@@ -434,6 +529,7 @@ impl Reconciler {
             correlation_id: format!("reconciliation:run-{id}"),
             api_version: None,
             now_s: started_at / 1000,
+            target_found: false,
         };
         let outcome = run_passes(&mut run, progress).await;
         if let Some(h) = heartbeat {
@@ -501,6 +597,10 @@ async fn run_passes(
     run: &mut Run<'_>,
     progress: &(dyn Fn(&Counts) + Send + Sync),
 ) -> Result<(bool, i64), RunError> {
+    if let Some(diff_id) = run.options.fix {
+        fix_one(run, diff_id).await?;
+        return Ok((false, run.options.since.unwrap_or(0)));
+    }
     let (resumed, since) = events::pass(run, progress).await?;
     if !run.options.dry_run {
         store::update_run(&run.r.db, run.id, &run.counts, Some(since), now_ms()).await?;
@@ -512,6 +612,52 @@ async fn run_passes(
     objects::pass(run, since, progress).await?;
     run.save_counts().await?;
     Ok((resumed, since))
+}
+
+/// A one-click fix: the diff's event fetched again and compared with the inbox (a missing
+/// or dead-lettered event), or its order's objects (a missing fact), with fixes on. A diff
+/// the comparison no longer finds is closed as such: the webhook arrived meanwhile.
+async fn fix_one(run: &mut Run<'_>, diff_id: i64) -> Result<(), RunError> {
+    let diff = store::diff(&run.r.db, diff_id)
+        .await?
+        .ok_or_else(|| RunError::BadAnswer(format!("diff {diff_id} vanished")))?;
+    let kind = DiffKind::parse(&diff.kind);
+    match (kind, &diff.provider_event_id, &diff.order_id) {
+        (Some(DiffKind::MissingEvent | DiffKind::Unprocessed), Some(event_id), _) => {
+            run.api.count();
+            let event = run.api.client.event(event_id).await?;
+            if event.id != *event_id {
+                return Err(RunError::BadAnswer(format!(
+                    "asked for event {event_id}, got {}",
+                    event.id
+                )));
+            }
+            events::compare_page(run, std::slice::from_ref(&event)).await?;
+            run.counts.events_compared += 1;
+        }
+        (Some(DiffKind::MissingFact), _, Some(order_id)) => {
+            objects::compare_order(run, order_id, None).await?;
+        }
+        _ => {
+            return Err(RunError::BadAnswer(format!(
+                "diff {diff_id} ({}) names nothing to compare again",
+                diff.kind
+            )))
+        }
+    }
+    if !run.target_found {
+        run.fixed(
+            diff_id,
+            "compared again: the provider and oncehook agree now (the webhook arrived meanwhile)",
+            None,
+        )
+        .await?;
+    }
+    objects::settle(run).await?;
+    if objects::redrive_own(run).await? > 0 {
+        objects::settle(run).await?;
+    }
+    run.save_counts().await
 }
 
 fn spawn_heartbeat(

@@ -141,7 +141,7 @@ async fn order_now(run: &Run<'_>, order_id: &str) -> Result<OrderNow, RunError> 
 }
 
 /// Compares one order (with `extra`, a payment of it we did not know).
-async fn compare_order(
+pub(super) async fn compare_order(
     run: &mut Run<'_>,
     order_id: &str,
     extra: Option<ProviderPayment>,

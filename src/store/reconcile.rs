@@ -569,11 +569,24 @@ pub async fn run(db: &Db, id: i64) -> anyhow::Result<Option<RunRow>> {
     row.map(run_row).transpose()
 }
 
-/// The newest run that succeeded (any provider, or one).
+/// The newest full run (not a one-click fix's) of a provider, whatever its status.
+pub async fn newest_full_run(db: &Db, provider: &str) -> anyhow::Result<Option<RunRow>> {
+    let row = sqlx::query(&format!(
+        "SELECT {RUN_COLUMNS} FROM reconciliation_runs WHERE provider = $1 AND source <> 'fix' \
+         ORDER BY id DESC LIMIT 1"
+    ))
+    .bind(provider)
+    .fetch_optional(db.reader())
+    .await?;
+    row.map(run_row).transpose()
+}
+
+/// The newest full run that succeeded (any provider, or one); a one-click fix's run
+/// compares one diff, so it does not count.
 pub async fn last_succeeded(db: &Db, provider: Option<&str>) -> anyhow::Result<Option<RunRow>> {
     let row = sqlx::query(&format!(
         "SELECT {RUN_COLUMNS} FROM reconciliation_runs WHERE status = 'succeeded' AND dry_run = 0 \
-         AND ($1 IS NULL OR provider = $1) ORDER BY finished_at DESC, id DESC LIMIT 1"
+         AND source <> 'fix' AND ($1 IS NULL OR provider = $1) ORDER BY finished_at DESC, id DESC LIMIT 1"
     ))
     .bind(provider)
     .fetch_optional(db.reader())

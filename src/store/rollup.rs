@@ -40,6 +40,31 @@ pub fn latency_metric(bound_ms: i64) -> String {
     }
 }
 
+/// Provider delay buckets (the event's `created` to our receipt), upper bounds in ms: a
+/// second to three days, the last catches everything.
+pub const DELAY_BOUNDS_MS: [i64; 11] = [
+    1_000,
+    5_000,
+    30_000,
+    60_000,
+    300_000,
+    900_000,
+    3_600_000,
+    21_600_000,
+    86_400_000,
+    259_200_000,
+    i64::MAX,
+];
+
+/// The metric name of a provider delay bucket (`delay_le_5000`, `delay_le_inf`).
+pub fn delay_metric(bound_ms: i64) -> String {
+    if bound_ms == i64::MAX {
+        "delay_le_inf".into()
+    } else {
+        format!("delay_le_{bound_ms}")
+    }
+}
+
 /// Longest label kept from a payload (event types, API versions): longer ones are cut, so
 /// a provider's odd payload cannot grow the table's keys without bound.
 const MAX_LABEL: usize = 64;
@@ -102,6 +127,16 @@ impl Rollup {
                 .unwrap_or(i64::MAX);
             self.add(now, provider, &latency_metric(bound), 1);
         }
+    }
+
+    /// Counts an event's provider delay in its bucket (a clock ahead of ours reads as 0).
+    pub fn delayed(&self, now: i64, provider: &str, delay_ms: i64) {
+        let delay = delay_ms.max(0);
+        let bound = DELAY_BOUNDS_MS
+            .into_iter()
+            .find(|b| delay <= *b)
+            .unwrap_or(i64::MAX);
+        self.add(now, provider, &delay_metric(bound), 1);
     }
 
     /// Writes what was counted since the last flush; on failure the counts are kept for

@@ -15,6 +15,37 @@ pub async fn open_stats(db: &Db) -> anyhow::Result<(i64, Option<i64>)> {
     Ok((row.try_get(0)?, row.try_get(1)?))
 }
 
+/// How long dead letters closed since `since_ms` (redriven, resolved or discarded) stayed
+/// open: (how many, mean ms, p95 ms). A closed dead letter's `updated_at` is its closing.
+pub async fn time_to_close(
+    db: &Db,
+    since_ms: i64,
+) -> anyhow::Result<(i64, Option<i64>, Option<i64>)> {
+    const CLOSED: &str = "status IN ('redriven', 'resolved', 'discarded') AND updated_at >= $1";
+    let row = sqlx::query(&format!(
+        "SELECT COUNT(*), CAST(AVG(updated_at - created_at) AS BIGINT) FROM dead_letters WHERE {CLOSED}"
+    ))
+    .bind(since_ms)
+    .fetch_one(db.reader())
+    .await?;
+    let (count, mean): (i64, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
+    if count == 0 {
+        return Ok((0, None, None));
+    }
+    // The nearest-rank p95: the ceil(0.95 n)-th smallest.
+    let rank = ((count as f64) * 0.95).ceil() as i64 - 1;
+    let p95: i64 = sqlx::query(&format!(
+        "SELECT updated_at - created_at FROM dead_letters WHERE {CLOSED} \
+         ORDER BY updated_at - created_at LIMIT 1 OFFSET $2"
+    ))
+    .bind(since_ms)
+    .bind(rank.max(0))
+    .fetch_one(db.reader())
+    .await?
+    .try_get(0)?;
+    Ok((count, mean, Some(p95)))
+}
+
 pub struct RecentRedrive {
     pub dead_letter_id: i64,
     pub event_id: Option<String>,

@@ -182,4 +182,29 @@ impl AdminBackend for FixedInbox {
     async fn resolve_diff(&self, _: &Operator, _: i64, _: String) -> Result<(), AppError> {
         self.refused()
     }
+
+    async fn reconciliation_page(
+        &self,
+        who: &Viewer,
+        query: DiffQuery,
+        runs_before: Option<i64>,
+    ) -> Result<ReconciliationPage, AppError> {
+        let grouped = query.grouped();
+        Ok(ReconciliationPage {
+            runs: self.reconciliation_runs(who, runs_before, 10).await?,
+            groups: vec![],
+            list: (!grouped).then_some(self.reconciliation_diffs(who, query).await?),
+            providers: vec![],
+            can_operate: false,
+            now: 0,
+        })
+    }
+
+    async fn start_reconciliation(&self, _: &Operator, _: String) -> Result<Vec<i64>, AppError> {
+        self.refused()
+    }
+
+    async fn fix_diff(&self, _: &Operator, _: i64) -> Result<DiffView, AppError> {
+        self.refused()
+    }
 }

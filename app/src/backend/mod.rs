@@ -145,4 +145,25 @@ pub trait AdminBackend: Send + Sync + 'static {
 
     /// Accepts an open diff with a reason (audited).
     async fn resolve_diff(&self, who: &Operator, id: i64, reason: String) -> Result<(), AppError>;
+
+    /// The `/reconciliation` page: runs (keyset `runs_before`), open diffs grouped by kind,
+    /// or the list `query` selects.
+    async fn reconciliation_page(
+        &self,
+        who: &Viewer,
+        query: DiffQuery,
+        runs_before: Option<i64>,
+    ) -> Result<ReconciliationPage, AppError>;
+
+    /// Starts a reconciliation run of `provider` (empty: every provider with an API key) in
+    /// the background; answers with the run ids, or why none could start (audited).
+    async fn start_reconciliation(
+        &self,
+        who: &Operator,
+        provider: String,
+    ) -> Result<Vec<i64>, AppError>;
+
+    /// One-click fix of an open diff whose kind has an automatic fix: compares its event or
+    /// order again and fixes it through the inbox; answers with the diff afterwards.
+    async fn fix_diff(&self, who: &Operator, id: i64) -> Result<DiffView, AppError>;
 }

@@ -97,6 +97,38 @@ pub struct DriftCheck {
     pub sample: Vec<String>,
 }
 
+/// How late a provider delivers: its event's `created` to our receipt, over the range, as
+/// upper bounds of delay buckets (ms; `i64::MAX`: over three days). A provider falling
+/// behind shows here first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct ProviderDelay {
+    pub provider: String,
+    pub events: i64,
+    pub p50_ms: Option<i64>,
+    pub p95_ms: Option<i64>,
+}
+
+/// Dead letters closed in the range (redriven, resolved or discarded): how long they were
+/// open, from filed to closed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct TimeToResolve {
+    pub closed: i64,
+    pub mean_secs: i64,
+    pub p95_secs: i64,
+}
+
+/// Reconciliation now, whatever the range.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct ReconciliationKpis {
+    pub open_diffs: i64,
+    pub oldest_open_age_secs: Option<i64>,
+    /// `None` until a full run succeeded.
+    pub last_success_age_secs: Option<i64>,
+}
+
 /// "Is the payment integration healthy?" on one page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
@@ -121,6 +153,12 @@ pub struct Overview {
     pub dlq_oldest_age_secs: Option<i64>,
     /// `None` until a check has run.
     pub drift: Option<DriftCheck>,
+    /// `None` until a run was made or a diff found.
+    pub reconciliation: Option<ReconciliationKpis>,
+    /// Per provider, busiest first.
+    pub provider_delay: Vec<ProviderDelay>,
+    /// `None` when no dead letter was closed in the range.
+    pub time_to_resolve: Option<TimeToResolve>,
     pub money: Vec<MoneyMoved>,
     /// Most frequent first.
     pub by_type: Vec<(String, i64)>,

@@ -6,5 +6,6 @@ pub mod inbox;
 pub mod not_found;
 pub mod order;
 pub mod overview;
+pub mod reconcile;
 pub mod search;
 pub mod settings;

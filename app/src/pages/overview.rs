@@ -3,7 +3,7 @@
 //! per-minute rollups, so the page costs the same at a million events.
 
 use crate::api::load_overview;
-use crate::backend::{order_href, DriftCheck, Overview, Range};
+use crate::backend::{order_href, DriftCheck, Overview, ProviderDelay, Range, ReconciliationKpis};
 use crate::charts::{BarChart, Series};
 use crate::components::ErrorPanel;
 use crate::format::{age, money, short_timestamp, thousands};
@@ -130,6 +130,67 @@ fn DriftKpi(check: Option<DriftCheck>) -> impl IntoView {
     })
 }
 
+/// Open diffs, the oldest, and the last successful run, linking to the page.
+#[component]
+fn ReconciliationKpi(kpis: Option<ReconciliationKpis>) -> impl IntoView {
+    let Some(k) = kpis else {
+        return Either::Left(view! {
+            <div class="kpi" id="kpi-reconciliation">
+                <dt>"Reconciliation"</dt>
+                <dd>"not run yet"</dd>
+                <dd class="kpi-note">"needs a provider api_key; oncehook reconcile, or serve every reconcile.interval"</dd>
+            </div>
+        });
+    };
+    let stale = k.last_success_age_secs.is_none_or(|a| a > 86_400);
+    let note = format!(
+        "{}last successful run {}",
+        k.oldest_open_age_secs
+            .map(|a| format!("oldest {} · ", age(a)))
+            .unwrap_or_default(),
+        k.last_success_age_secs
+            .map(|a| format!("{} ago", age(a)))
+            .unwrap_or_else(|| "never".into())
+    );
+    let class = if k.open_diffs > 0 || stale {
+        "kpi kpi-bad"
+    } else {
+        "kpi"
+    };
+    Either::Right(view! {
+        <div class=class id="kpi-reconciliation">
+            <dt>"Reconciliation"</dt>
+            <dd><a href="/reconciliation">{format!("{} open diff{}", thousands(k.open_diffs), if k.open_diffs == 1 { "" } else { "s" })}</a></dd>
+            <dd class="kpi-note">{note}</dd>
+        </div>
+    })
+}
+
+/// Each provider's delay, its event's `created` to our receipt: p50 / p95 over the range.
+#[component]
+fn ProviderDelayKpi(delays: Vec<ProviderDelay>) -> impl IntoView {
+    let delay = |v: Option<i64>| match v {
+        Some(i64::MAX) => "> 3 d".to_string(),
+        Some(v) if v >= 60_000 => format!("≤ {}", age(v / 1000)),
+        other => ms(other),
+    };
+    view! {
+        <div class="kpi" id="kpi-provider-delay">
+            <dt>"Provider delay p50 / p95 (created → received)"</dt>
+            {if delays.is_empty() {
+                Either::Left(view! { <dd>"–"</dd><dd class="kpi-note">"nothing received in this range"</dd> })
+            } else {
+                Either::Right(delays.into_iter().map(|d| view! {
+                    <dd class="provider-delay" data-provider=d.provider.clone()>
+                        {format!("{}: {} / {}", d.provider, delay(d.p50_ms), delay(d.p95_ms))}
+                        <span class="kpi-note">{format!(" ({} events)", thousands(d.events))}</span>
+                    </dd>
+                }).collect_view())
+            }}
+        </div>
+    }
+}
+
 #[component]
 fn Breakdown(title: &'static str, rows: Vec<(String, i64)>) -> impl IntoView {
     let empty = rows.is_empty();
@@ -209,6 +270,11 @@ fn OverviewView(o: Overview) -> impl IntoView {
                 bad={o.dlq_open > 0}/>
             <Kpi id="kpi-signatures" label="Signature failures" value=thousands(o.signature_failures) bad={o.signature_failures > 0}/>
             <DriftKpi check=o.drift.clone()/>
+            <ReconciliationKpi kpis=o.reconciliation.clone()/>
+            <Kpi id="kpi-time-to-resolve" label="Dead letters: filed → closed, mean / p95"
+                value=o.time_to_resolve.as_ref().map(|t| format!("{} / {}", age(t.mean_secs), age(t.p95_secs))).unwrap_or_else(|| "–".into())
+                note=o.time_to_resolve.as_ref().map(|t| format!("{} closed (redriven, resolved or discarded)", thousands(t.closed))).unwrap_or_else(|| "none closed in this range".into())/>
+            <ProviderDelayKpi delays=o.provider_delay.clone()/>
         </dl>
         <section class="panel charts">
             <BarChart id="chart-traffic" title=format!("Deliveries {per}") unit="events" labels=labels.clone() series=traffic/>
