@@ -47,6 +47,8 @@ pub struct Settings {
     pub verify: VerifySettings,
     /// Reconciliation against each provider's API (src/reconcile/).
     pub reconcile: crate::reconcile::ReconcileSettings,
+    /// Refunds oncehook asks providers for (src/commands/).
+    pub commands: CommandSettings,
     /// Dashboard sign-in and sessions (see src/auth/).
     pub dashboard: crate::auth::DashboardSettings,
     /// Set by `serve --demo`, never by a file: the dashboard then shows a "demo data" badge.
@@ -656,6 +658,16 @@ pub struct VerifySettings {
     pub interval_minutes: u64,
 }
 
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSettings {
+    /// A command the provider answered (`sent`) whose webhook has not confirmed it after
+    /// this many seconds is flagged: counted on the overview and in
+    /// `oncehook_provider_commands_unconfirmed` (reconciliation's objects pass finds the
+    /// refund at the provider and confirms it).
+    pub confirm_within_secs: u64,
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -733,6 +745,9 @@ impl Default for Settings {
                 interval_minutes: 60,
             },
             reconcile: crate::reconcile::ReconcileSettings::default(),
+            commands: CommandSettings {
+                confirm_within_secs: 3_600,
+            },
             dashboard: crate::auth::DashboardSettings::default(),
             demo: false,
         }
@@ -801,6 +816,10 @@ impl Settings {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.server.validate()?;
         self.reconcile.validate()?;
+        anyhow::ensure!(
+            self.commands.confirm_within_secs >= 1,
+            "commands.confirm_within_secs must be at least 1"
+        );
         anyhow::ensure!(
             self.processor.claim_batch >= 1 && self.processor.events_per_transaction != Some(0),
             "processor.claim_batch and processor.events_per_transaction must be at least 1"

@@ -178,6 +178,15 @@ pub fn reconciliation_diff(kind: &str) {
     counter!("oncehook_reconciliation_diffs_found_total", "kind" => kind.to_string()).increment(1);
 }
 
+/// `commands.confirm_within_secs` in ms, as `serve` configured it: a `sent` command older
+/// than this without its webhook counts in `oncehook_provider_commands_unconfirmed`.
+static CONFIRM_WITHIN_MS: std::sync::atomic::AtomicI64 =
+    std::sync::atomic::AtomicI64::new(3_600_000);
+
+pub fn set_confirm_within(ms: i64) {
+    CONFIRM_WITHIN_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The exposition text: the database gauges are read now, then everything is rendered.
 pub async fn render(handle: &PrometheusHandle, db: &Db) -> anyhow::Result<String> {
     let now = now_ms();
@@ -198,5 +207,13 @@ pub async fn render(handle: &PrometheusHandle, db: &Db) -> anyhow::Result<String
         gauge!("oncehook_verify_last_run_age_seconds").set(age_secs(Some(run.finished_at), now));
     }
     crate::reconcile::gauges(db, now).await?;
+    let within = CONFIRM_WITHIN_MS.load(std::sync::atomic::Ordering::Relaxed);
+    let commands = crate::store::commands::stats(db, now - within).await?;
+    for (state, n) in &commands.by_state {
+        gauge!("oncehook_provider_commands", "state" => state.clone()).set(*n as f64);
+    }
+    gauge!("oncehook_provider_commands_oldest_in_flight_age_seconds")
+        .set(age_secs(commands.oldest_in_flight_at, now));
+    gauge!("oncehook_provider_commands_unconfirmed").set(commands.sent_too_long as f64);
     Ok(handle.render())
 }

@@ -219,6 +219,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         shutdown.clone(),
     ));
     // Reconciliation (`reconcile.interval`) of each provider with an `api_key`.
+    crate::metrics::set_confirm_within(settings.commands.confirm_within_secs as i64 * 1000);
     let reconciler = crate::reconcile::Reconciler {
         db: db.clone(),
         settings: Arc::new(settings.clone()),

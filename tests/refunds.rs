@@ -32,6 +32,7 @@ use oncehook::simulator::ApiFaults;
 use sqlx::Row;
 
 both!(
+    the_order_page_refunds_in_two_steps_and_a_double_post_is_one_refund,
     a_request_is_stored_with_its_outbox_row_and_audit_row,
     refusals_store_nothing_and_a_viewer_is_audited,
     operators_asking_at_once_never_exceed_what_was_paid,
@@ -317,6 +318,126 @@ async fn paid_app(kind: Kind, amount: i64) -> TestApp {
     assert_eq!(r.status(), 200);
     app.process().await;
     app
+}
+
+/// The order page's refund form as a browser without JavaScript uses it: the amount in the
+/// currency's units, a confirmation that says it in the currency, one refund however often
+/// the confirmation is posted; what the page refuses it shows, with nothing stored; a
+/// viewer sees no form and a forged post is refused and audited.
+async fn the_order_page_refunds_in_two_steps_and_a_double_post_is_one_refund(kind: Kind) {
+    use app::api::RefundOrder;
+    use leptos::server_fn::ServerFn;
+    let app = paid_app(kind, 4200).await;
+    let operator = app.sign_in("otto", Role::Operator).await;
+    let viewer = app.sign_in("vera", Role::Viewer).await;
+
+    let (status, html) = app.page("/orders/ord-1", &operator).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("id=\"refund-form\""), "{html}");
+    assert!(html.contains("42.00 EUR left to refund"));
+    let (_, seen_by_viewer) = app.page("/orders/ord-1", &viewer).await;
+    assert!(!seen_by_viewer.contains("id=\"refund-panel\""));
+
+    // The review step refuses, with nothing stored, what the server would refuse.
+    for (query, says) in [
+        ("refund=12.345&reason=x", "EUR has 2 decimals"),
+        ("refund=50&reason=x", "only 42.00 EUR is left to refund"),
+        ("refund=abc&reason=x", "is not an amount"),
+        ("refund=5&reason=", "a reason is required"),
+    ] {
+        let (status, html) = app.page(&format!("/orders/ord-1?{query}"), &operator).await;
+        assert_eq!(status, 200);
+        assert!(html.contains("id=\"refund-error\""), "{query}");
+        assert!(html.contains(says), "{query}: {says}");
+        assert!(!html.contains("id=\"refund-confirm\""), "{query}");
+    }
+    assert_eq!(stored(&app).await, (0, 0, 0));
+
+    // The confirmation names the amount in the currency and carries the form's key.
+    let (_, html) = app
+        .page("/orders/ord-1?refund=12.50&reason=parcel+lost", &operator)
+        .await;
+    assert!(html.contains("Confirm refund of 12.50 EUR"), "{html}");
+    let key = html
+        .split("name=\"form_key\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the form's key")
+        .to_string();
+    let form = [
+        ("order_id", "ord-1"),
+        ("amount", "1250"),
+        ("reason", "parcel lost"),
+        ("form_key", key.as_str()),
+    ];
+    // A viewer's forged confirmation: refused and audited, nothing stored.
+    let (status, _) = app.post_form(RefundOrder::PATH, &viewer, None, &form).await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM audit_log WHERE action = 'order.refund.refused'")
+            .await,
+        1
+    );
+    // Posted twice (a double click; the no-JS form's redirect goes to the order page).
+    let (first, _) = app
+        .post_form(RefundOrder::PATH, &operator, Some("/orders/ord-1"), &form)
+        .await;
+    let (second, _) = app
+        .post_form(RefundOrder::PATH, &operator, Some("/orders/ord-1"), &form)
+        .await;
+    assert!((300..400).contains(&first) && (300..400).contains(&second), "{first} {second}");
+    assert_eq!(stored(&app).await, (1, 1, 1), "one refund, one message, one audit row");
+    let amount: i64 = app.count("SELECT amount FROM provider_commands").await;
+    assert_eq!(amount, 1250);
+    // The same key with another amount is refused; the page then shows the command in flight.
+    let other = [
+        ("order_id", "ord-1"),
+        ("amount", "100"),
+        ("reason", "parcel lost"),
+        ("form_key", key.as_str()),
+    ];
+    let (status, body) = app.post_form(RefundOrder::PATH, &operator, None, &other).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(stored(&app).await.0, 1);
+    let (_, html) = app.page("/orders/ord-1", &operator).await;
+    assert!(html.contains("id=\"order-pending\""));
+    assert!(html.contains("Refund of 12.50 EUR asked for by otto"));
+    assert!(html.contains("29.50 EUR left to refund"), "in flight counts");
+    // The overview and /metrics count it in flight; not unconfirmed: it was never sent.
+    let who: Viewer = app.acting("vera", Role::Viewer).await;
+    let o = app
+        .backend()
+        .overview(&who, app::backend::Range::Hour)
+        .await
+        .unwrap();
+    let c = o.commands.expect("commands on the overview");
+    assert_eq!((c.in_flight, c.unconfirmed, c.confirmed, c.failed), (1, 0, 0, 0));
+    assert!(c.oldest_in_flight_age_secs.is_some());
+    let metrics = app
+        .http
+        .get(format!("{}/metrics", app.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("oncehook_provider_commands{state=\"requested\"} 1"), "{metrics}");
+    assert!(metrics.contains("oncehook_provider_commands_unconfirmed 0"));
+    // Answered two hours ago and still no webhook: past `commands.confirm_within_secs`
+    // (1 h by default), it is flagged.
+    sqlx::query("UPDATE provider_commands SET state = 'sent', sent_at = $1")
+        .bind(oncehook::store::now_ms() - 7_200_000)
+        .execute(app.db.writer())
+        .await
+        .unwrap();
+    let o = app
+        .backend()
+        .overview(&who, app::backend::Range::Hour)
+        .await
+        .unwrap();
+    assert_eq!(o.commands.unwrap().unconfirmed, 1);
+    app.shutdown().await;
 }
 
 async fn a_request_is_stored_with_its_outbox_row_and_audit_row(kind: Kind) {

@@ -289,3 +289,28 @@ pub async fn resolve_reconciliation_diff(id: i64, reason: String) -> Result<(), 
     let (backend, who) = signed_in_as::<Operator>("reconciliation.resolve", &target).await?;
     with_status(backend.resolve_diff(&who, id, reason).await)
 }
+
+/// Asks the provider for a refund from the order page's confirmation form: `amount` in
+/// minor units (the confirmation showed it in the currency), once per `form_key`. On
+/// success the answer redirects to the order, with and without JavaScript.
+#[server]
+pub async fn refund_order(
+    order_id: String,
+    amount: i64,
+    reason: String,
+    form_key: String,
+) -> Result<crate::backend::CommandView, AppError> {
+    let target = format!("order:{order_id}");
+    let (backend, who) = signed_in_as::<Operator>("order.refund", &target).await?;
+    let request = crate::backend::RefundRequest {
+        amount: Some(amount),
+        reason,
+    };
+    let command = with_status(
+        backend
+            .request_refund_once(&who, &order_id, request, form_key)
+            .await,
+    )?;
+    leptos_axum::redirect(&crate::backend::order_href(&order_id));
+    Ok(command)
+}

@@ -130,6 +130,61 @@ pub fn age(secs: i64) -> String {
     }
 }
 
+/// The decimals of a currency's minor unit, as payment providers apply ISO 4217 (Stripe's
+/// zero- and three-decimal lists).
+pub fn decimals(currency: &str) -> u32 {
+    match currency.to_ascii_uppercase().as_str() {
+        "BIF" | "CLP" | "DJF" | "GNF" | "JPY" | "KMF" | "KRW" | "MGA" | "PYG" | "RWF" | "UGX"
+        | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
+        "BHD" | "JOD" | "KWD" | "OMR" | "TND" => 3,
+        _ => 2,
+    }
+}
+
+/// An amount a person typed in a currency's major units (`12.5`, `1,234.56`, `12`) as minor
+/// units; an error that says what is wrong otherwise (more decimals than the currency has,
+/// not a number, zero or less, absurdly large).
+pub fn parse_money(text: &str, currency: &str) -> Result<i64, String> {
+    let digits = decimals(currency) as usize;
+    // "12.50 EUR" as the page shows amounts: the currency's own code may stay.
+    let code = currency.to_ascii_uppercase();
+    let upper = text.trim().to_ascii_uppercase();
+    let bare = upper
+        .strip_suffix(&code)
+        .or_else(|| upper.strip_prefix(&code))
+        .unwrap_or(&upper);
+    let plain: String = bare.chars().filter(|c| *c != ',' && *c != ' ').collect();
+    let (whole, frac) = plain.split_once('.').unwrap_or((&plain, ""));
+    let numeric = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() && frac.is_empty() || !numeric(whole) || !numeric(frac) {
+        return Err(format!("{text:?} is not an amount (write it like 12.50)"));
+    }
+    if frac.len() > digits {
+        return Err(format!(
+            "{} has {digits} decimal{}: {text:?} has more",
+            currency.to_ascii_uppercase(),
+            if digits == 1 { "" } else { "s" }
+        ));
+    }
+    let scale = 10i64.pow(digits as u32);
+    let frac_minor = format!("{frac:0<digits$}");
+    let minor = whole
+        .parse::<i64>()
+        .unwrap_or(0)
+        .checked_mul(scale)
+        .zip(if digits == 0 { Some(0) } else { frac_minor.parse::<i64>().ok() })
+        .and_then(|(w, f)| w.checked_add(f))
+        .filter(|m| *m < 1_000_000_000_000)
+        .ok_or_else(|| format!("{text:?} is too large"))?;
+    if whole.len() > 15 {
+        return Err(format!("{text:?} is too large"));
+    }
+    if minor <= 0 {
+        return Err("the amount must be more than zero".into());
+    }
+    Ok(minor)
+}
+
 /// Minor units as a person reads them: `123456, "EUR"` → `1,234.56 EUR`. The number of
 /// decimals follows ISO 4217 as payment providers apply it (Stripe's zero- and
 /// three-decimal lists); without a currency the minor units are shown as they are.
@@ -138,12 +193,7 @@ pub fn money(minor: i64, currency: Option<&str>) -> String {
         return group_thousands(minor.unsigned_abs(), minor < 0);
     };
     let code = currency.to_ascii_uppercase();
-    let decimals = match code.as_str() {
-        "BIF" | "CLP" | "DJF" | "GNF" | "JPY" | "KMF" | "KRW" | "MGA" | "PYG" | "RWF" | "UGX"
-        | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
-        "BHD" | "JOD" | "KWD" | "OMR" | "TND" => 3,
-        _ => 2,
-    };
+    let decimals = decimals(&code);
     let scale = 10u64.pow(decimals);
     let abs = minor.unsigned_abs();
     let whole = group_thousands(abs / scale, minor < 0);
@@ -180,6 +230,34 @@ fn group_thousands(value: u64, negative: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn amounts_typed_in_major_units_become_minor_units() {
+        use super::parse_money;
+        assert_eq!(parse_money("12.50", "eur"), Ok(1_250));
+        assert_eq!(parse_money("12.5", "EUR"), Ok(1_250));
+        assert_eq!(parse_money("1,234.56", "USD"), Ok(123_456));
+        assert_eq!(parse_money(" 7 ", "EUR"), Ok(700));
+        assert_eq!(parse_money("1,234.56 EUR", "eur"), Ok(123_456));
+        assert_eq!(parse_money(".5", "EUR"), Ok(50));
+        assert_eq!(parse_money("500", "JPY"), Ok(500));
+        assert_eq!(parse_money("1.234", "KWD"), Ok(1_234));
+        for (bad, why) in [
+            ("12.345", "2 decimals"),
+            ("5.5", "0 decimals"),
+            ("abc", "not an amount"),
+            ("-3", "not an amount"),
+            ("", "not an amount"),
+            (".", "not an amount"),
+            ("0.00", "more than zero"),
+            ("99999999999999999999", "too large"),
+        ] {
+            let currency = if bad == "5.5" { "JPY" } else { "EUR" };
+            let e = parse_money(bad, currency).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
 
     #[test]
     fn rfc3339_of_ms_is_the_inverse_of_epoch_ms() {

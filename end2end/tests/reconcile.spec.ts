@@ -17,7 +17,23 @@ const test = base.extend<{}, { provider: RunningOncehook }>({
     async ({}, use) => {
       const dir = mkdtempSync(join(tmpdir(), 'oncehook-e2e-reconcile-'));
       const config = join(dir, 'oncehook.toml');
-      writeFileSync(config, ['[reconcile]', 'interval = "0"', 'auto_fix = false', ''].join('\n'));
+      writeFileSync(
+        config,
+        [
+          // The demo's provider, with a faster API budget than production's 25 calls/s: a
+          // run compares every order the simulator made so far.
+          '[[providers]]',
+          'name = "stripe"',
+          'scheme = "stripe"',
+          'secrets = ["whsec_e2e_reconcile_0123456789abcdef"]',
+          'api_rate_per_sec = 1000.0',
+          '',
+          '[reconcile]',
+          'interval = "0"',
+          'auto_fix = false',
+          '',
+        ].join('\n'),
+      );
       const databaseUrl = `sqlite://${join(dir, 'oncehook.db')}`;
       addE2EUsers(dir, databaseUrl);
       const server = await serve(dir, ['--demo', '--config', config, '--database-url', databaseUrl], 'reconcile-server.log');
@@ -37,7 +53,7 @@ async function runNow(page: Page): Promise<void> {
   await expect(page.locator('#run-started')).toContainText('Started run #');
   const newest = page.locator('#reconcile-runs tbody tr').first();
   // The page polls while the run runs, then reloads with what it found.
-  await expect(newest).toHaveAttribute('data-status', 'succeeded', { timeout: 90_000 });
+  await expect(newest).toHaveAttribute('data-status', 'succeeded', { timeout: 150_000 });
 }
 
 test('an operator runs a reconciliation, sees the diffs by kind and fixes one with a click', async ({ page }, testInfo) => {
@@ -46,7 +62,7 @@ test('an operator runs a reconciliation, sees the diffs by kind and fixes one wi
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   await signIn(page, 'operator', '/reconciliation');
   // Let the simulator send (and drop) a few hundred events first.
-  await page.waitForTimeout(8_000);
+  await page.waitForTimeout(5_000);
   await runNow(page);
   const groups = page.locator('section.dlq-group[data-kind]');
   await expect(groups.first()).toBeVisible();
@@ -78,7 +94,7 @@ test('without JavaScript the page still resolves a diff with a reason; a viewer 
     await expect(async () => {
       await page.goto('/reconciliation');
       await expect(page.locator('#reconcile-runs tbody tr').first()).toHaveAttribute('data-status', 'succeeded', { timeout: 1_000 });
-    }).toPass({ timeout: 90_000 });
+    }).toPass({ timeout: 150_000 });
   }
   const row = page.locator('tr[data-state=open]').first();
   const rowId = await row.getAttribute('id');
@@ -98,4 +114,50 @@ test('without JavaScript the page still resolves a diff with a reason; a viewer 
   await expect(viewer.locator('#run-now')).toHaveCount(0);
   await expect(viewer.locator('button.fix, button.resolve')).toHaveCount(0);
   await viewer.close();
+});
+
+test('an operator refunds part of a paid order and watches it go from requested to confirmed', async ({ page }, testInfo) => {
+  test.setTimeout(120_000);
+  const problems: string[] = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  await signIn(page, 'operator', '/events?type=payment_intent.succeeded');
+  // A paid order of the simulator's: the newest payment events link to their orders.
+  let orderHref = '';
+  await expect(async () => {
+    await page.goto('/events?type=payment_intent.succeeded');
+    const links = await page
+      .locator('#inbox-table tbody td a[href^="/orders"]')
+      .evaluateAll((as) => as.map((a) => a.getAttribute('href') ?? ''));
+    for (const href of links.slice(0, 15)) {
+      await page.goto(href);
+      if ((await page.locator('#order-why .badge').textContent({ timeout: 1_000 })) === 'paid') {
+        orderHref = href;
+        return;
+      }
+    }
+    throw new Error(`no paid order among ${links.length}`);
+  }).toPass({ timeout: 60_000 });
+  await expect(page.locator('.app[data-hydrated=true]')).toBeVisible();
+  const refundedBefore = (await page.locator('#total-refunded dd').textContent()) ?? '';
+
+  await page.locator('#refund-form input[name=refund]').fill('1.00');
+  await page.locator('#refund-form input[name=reason]').fill('goodwill gesture');
+  await page.locator('#refund-form button[type=submit]').click();
+  const confirm = page.locator('#refund-confirm');
+  await expect(confirm).toContainText(/Refund 1(\.00)? [A-Z]{3}/);
+  await expect(confirm).toContainText('goodwill gesture');
+  await screenshot(page, testInfo, 'refund-confirm');
+  // A double click is one refund: the form's key makes the second post a replay.
+  await page.locator('#refund-confirm-form button[type=submit]').dblclick();
+
+  // Back on the order: in flight first, then confirmed by the provider's webhook.
+  await expect(page).toHaveURL(new RegExp(`${orderHref.replace(/[.?*+^$()|[\]\\]/g, '\\$&')}$`));
+  const story = page.locator('#timeline li[data-kind=command]');
+  await expect(page.locator('#order-pending, #timeline li[data-kind=command]').first()).toBeVisible();
+  await expect(page.locator('#timeline li[data-kind=command]', { hasText: 'asked for by e2e-operator' })).toHaveCount(1);
+  await expect(story.filter({ hasText: /refund command #\d+ confirmed/ })).toHaveCount(1, { timeout: 60_000 });
+  await expect(page.locator('#order-pending')).toHaveCount(0);
+  await expect(page.locator('#total-refunded dd')).not.toHaveText(refundedBefore);
+  await screenshot(page, testInfo, 'refund-confirmed');
+  expect(problems).toEqual([]);
 });

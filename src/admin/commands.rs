@@ -48,6 +48,61 @@ pub async fn request_refund(
     }
 }
 
+/// How long a page's form key answers with its first command (as our API's keys).
+const PAGE_KEY_TTL_MS: i64 = 24 * 3_600_000;
+
+/// A refund from the order page's confirmation form, once per form key and person.
+pub async fn request_refund_once(
+    db: &Db,
+    who: &Operator,
+    order_id: &str,
+    request: RefundRequest,
+    page_key: &str,
+) -> Result<CommandView, AppError> {
+    use crate::store::idempotency::{self, Begun};
+    use sha2::{Digest, Sha256};
+    let key = page_key.trim();
+    if key.is_empty() || key.len() > 255 {
+        return Err(AppError::Invalid("the form has no valid key: reload the page".into()));
+    }
+    let scope = format!("page:{}", who.user_id);
+    let digest = hex::encode(Sha256::digest(
+        serde_json::to_vec(&(order_id, request.amount, &request.reason)).unwrap_or_default(),
+    ));
+    let now = now_ms();
+    let begun = idempotency::begin(db, &scope, key, &digest, now, now - PAGE_KEY_TTL_MS)
+        .await
+        .map_err(super::backend_error("asking for a refund"))?;
+    match begun {
+        Begun::New => {}
+        Begun::Replay { body, .. } => {
+            return serde_json::from_slice(&body)
+                .map_err(|e| AppError::Backend(super::internal_error("replaying a refund", &e.into())))
+        }
+        Begun::Mismatch => {
+            return Err(AppError::Invalid(
+                "this form already asked for another refund: reload the order".into(),
+            ))
+        }
+        Begun::Running => {
+            return Err(AppError::Invalid(
+                "this refund is being asked for already: reload the order in a moment".into(),
+            ))
+        }
+    }
+    let answer = request_refund(db, who, order_id, request).await;
+    let kept = match &answer {
+        Ok(command) => {
+            let body = serde_json::to_vec(command).unwrap_or_default();
+            idempotency::finish(db, &scope, key, 201, &body).await
+        }
+        // A refusal changes nothing: the same form may be corrected and sent again.
+        Err(_) => idempotency::release(db, &scope, key).await,
+    };
+    kept.map_err(super::backend_error("asking for a refund"))?;
+    answer
+}
+
 /// The page of the event that confirmed a command.
 async fn confirmed_href(db: &Db, row: &CommandRow) -> Option<String> {
     let event_id = row.confirmed_event_id.as_ref()?;

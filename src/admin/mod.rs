@@ -58,6 +58,8 @@ pub struct StoreBackend {
         crate::reconcile::Reconciler,
         tokio_util::sync::CancellationToken,
     )>,
+    /// `commands.confirm_within_secs`, ms: older `sent` commands are flagged on the overview.
+    confirm_within_ms: i64,
 }
 
 fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
@@ -114,6 +116,7 @@ impl StoreBackend {
             revealed: tokens::RevealedTokens::default(),
             reads: read_limits::ReadLimits::default(),
             reconciler: None,
+            confirm_within_ms: 3_600_000,
         }
     }
 
@@ -144,6 +147,7 @@ impl StoreBackend {
     /// With the Settings page's view of `settings`.
     pub fn with_settings(mut self, settings: &crate::config::Settings) -> anyhow::Result<Self> {
         self.settings = Arc::new(settings::settings_view(settings, &self.providers)?);
+        self.confirm_within_ms = settings.commands.confirm_within_secs as i64 * 1000;
         Ok(self)
     }
 }
@@ -361,7 +365,7 @@ impl AdminBackend for StoreBackend {
     }
 
     async fn overview(&self, _who: &Viewer, range: Range) -> Result<Overview, AppError> {
-        overview::overview(&self.db, range)
+        overview::overview(&self.db, range, self.confirm_within_ms)
             .await
             .map_err(backend_error("reading the overview"))
     }
@@ -612,6 +616,16 @@ impl AdminBackend for StoreBackend {
         request: app::backend::RefundRequest,
     ) -> Result<app::backend::CommandView, AppError> {
         commands::request_refund(&self.db, who, order_id, request).await
+    }
+
+    async fn request_refund_once(
+        &self,
+        who: &Operator,
+        order_id: &str,
+        request: app::backend::RefundRequest,
+        page_key: String,
+    ) -> Result<app::backend::CommandView, AppError> {
+        commands::request_refund_once(&self.db, who, order_id, request, &page_key).await
     }
 
     async fn redrive_jobs(

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use app::backend::{
-    DriftCheck, MoneyMoved, Overview, OverviewPoint, ProviderDelay, Range, ReconciliationKpis,
+    CommandKpis, DriftCheck, MoneyMoved, Overview, OverviewPoint, ProviderDelay, Range, ReconciliationKpis,
     TimeToResolve,
 };
 
@@ -27,7 +27,9 @@ const FILED: [&str; 6] = [
     "dead",
 ];
 
-pub async fn overview(db: &Db, range: Range) -> anyhow::Result<Overview> {
+/// `confirm_within_ms`: a refund the provider answered longer ago than this without its
+/// webhook is counted as unconfirmed.
+pub async fn overview(db: &Db, range: Range, confirm_within_ms: i64) -> anyhow::Result<Overview> {
     // Reads only: the counts of the last few seconds arrive with the next write-behind
     // (server::spawn_rollup_writer), never through a page view taking the write lock.
     let now = now_ms();
@@ -61,6 +63,23 @@ pub async fn overview(db: &Db, range: Range) -> anyhow::Result<Overview> {
             open_diffs: open.iter().map(|(_, n, _)| n).sum(),
             oldest_open_age_secs: age(open.iter().map(|(_, _, f)| *f).min()),
             last_success_age_secs: age(last.map(|r| r.finished_at.unwrap_or(r.updated_at))),
+        });
+    }
+    let commands = crate::store::commands::stats(db, now - confirm_within_ms).await?;
+    if commands.by_state.iter().any(|(_, n)| *n > 0) {
+        let count = |state: &str| {
+            commands
+                .by_state
+                .iter()
+                .find(|(s, _)| s == state)
+                .map_or(0, |(_, n)| *n)
+        };
+        o.commands = Some(CommandKpis {
+            in_flight: count("requested") + count("sent"),
+            oldest_in_flight_age_secs: age(commands.oldest_in_flight_at),
+            unconfirmed: commands.sent_too_long,
+            confirmed: count("confirmed"),
+            failed: count("failed"),
         });
     }
     let (closed, mean, p95) = triage::time_to_close(db, first * 60_000).await?;
@@ -217,6 +236,7 @@ pub fn summarize(
         dlq_oldest_age_secs: None,
         drift: None,
         reconciliation: None,
+        commands: None,
         provider_delay,
         time_to_resolve: None,
         money: money.into_values().collect(),

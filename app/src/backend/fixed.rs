@@ -126,6 +126,16 @@ impl AdminBackend for FixedInbox {
         self.refused()
     }
 
+    async fn request_refund_once(
+        &self,
+        _: &Operator,
+        _: &str,
+        _: RefundRequest,
+        _: String,
+    ) -> Result<CommandView, AppError> {
+        self.refused()
+    }
+
     async fn settings(&self, _: &Viewer) -> Result<SettingsView, AppError> {
         self.not_found()
     }

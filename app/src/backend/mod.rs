@@ -103,6 +103,17 @@ pub trait AdminBackend: Send + Sync + 'static {
         request: RefundRequest,
     ) -> Result<CommandView, AppError>;
 
+    /// The same from the order page's confirmation form, once per `page_key` (the form's
+    /// key, per person, kept 24 h): a second post of one form (a double click, a reload of
+    /// the answer) answers with the command the first made, never a second refund.
+    async fn request_refund_once(
+        &self,
+        who: &Operator,
+        order_id: &str,
+        request: RefundRequest,
+        page_key: String,
+    ) -> Result<CommandView, AppError>;
+
     /// The effective configuration, secrets hidden.
     async fn settings(&self, who: &Viewer) -> Result<SettingsView, AppError>;
 

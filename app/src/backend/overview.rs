@@ -129,6 +129,20 @@ pub struct ReconciliationKpis {
     pub last_success_age_secs: Option<i64>,
 }
 
+/// Refunds oncehook asked providers for, now (all time for confirmed and failed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct CommandKpis {
+    /// requested or sent: not counted yet.
+    pub in_flight: i64,
+    pub oldest_in_flight_age_secs: Option<i64>,
+    /// Answered by the provider (`sent`) longer than `commands.confirm_within_secs` ago and
+    /// still without the webhook that confirms them.
+    pub unconfirmed: i64,
+    pub confirmed: i64,
+    pub failed: i64,
+}
+
 /// "Is the payment integration healthy?" on one page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
@@ -155,6 +169,8 @@ pub struct Overview {
     pub drift: Option<DriftCheck>,
     /// `None` until a run was made or a diff found.
     pub reconciliation: Option<ReconciliationKpis>,
+    /// `None` until oncehook asked a provider for a refund.
+    pub commands: Option<CommandKpis>,
     /// Per provider, busiest first.
     pub provider_delay: Vec<ProviderDelay>,
     /// `None` when no dead letter was closed in the range.

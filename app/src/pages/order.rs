@@ -3,10 +3,10 @@
 //! deliveries, processing, money counted, stale events, outbox messages, dead letters and
 //! redrives.
 
-use crate::api::load_order;
-use crate::backend::{OrderDetail, TimelineEntry};
+use crate::api::{current_user, load_order, RefundOrder};
+use crate::backend::{order_href, OrderDetail, Role, TimelineEntry};
 use crate::components::{ErrorPanel, StatusBadge, Time};
-use crate::format::{money, short_timestamp};
+use crate::format::{money, parse_money, short_timestamp};
 use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -23,12 +23,21 @@ pub fn OrderPage() -> impl IntoView {
             .or_else(|| query.with(|q| q.get("id")))
             .unwrap_or_default()
     });
-    let order = Resource::new(move || id.get(), load_order);
+    let refund = ServerAction::<RefundOrder>::new();
+    let order = Resource::new(move || (id.get(), refund.version().get()), |(id, _)| load_order(id));
+    let user = Resource::new(|| (), |_| current_user());
+    // `?refund=12.50&reason=…`: the confirmation step of the refund form.
+    let asked = Memo::new(move |_| {
+        query.with(|q| q.get("refund").map(|amount| (amount, q.get("reason").unwrap_or_default())))
+    });
+    refetch_while_in_flight(order);
     view! {
         <Transition fallback=|| view! { <p class="loading">"Loading the order…"</p> }>
             {move || Suspend::new(async move {
+                let operator = user.await.ok().flatten().is_some_and(|p| p.role >= Role::Operator);
+                let asked = asked.get();
                 match order.await {
-                    Ok(order) => Either::Left(view! { <OrderView order/> }),
+                    Ok(order) => Either::Left(view! { <OrderView order operator asked refund/> }),
                     Err(error) => Either::Right(view! { <ErrorPanel error/> }),
                 }
             })}
@@ -36,8 +45,40 @@ pub fn OrderPage() -> impl IntoView {
     }
 }
 
+/// In the browser, while a refund is in flight: reads the order again every 1.5 s, so the
+/// strip and the story follow it from requested to sent to confirmed without a reload.
+#[allow(unused_variables)]
+fn refetch_while_in_flight(order: Resource<Result<OrderDetail, crate::error::AppError>>) {
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        let handle = set_interval_with_handle(
+            move || {
+                let in_flight = order
+                    .get_untracked()
+                    .and_then(|o| o.ok())
+                    .is_some_and(|o| o.commands.iter().any(|c| c.in_flight()));
+                if in_flight {
+                    order.refetch();
+                }
+            },
+            std::time::Duration::from_millis(1_500),
+        )
+        .ok();
+        on_cleanup(move || {
+            if let Some(handle) = handle {
+                handle.clear();
+            }
+        });
+    });
+}
+
 #[component]
-fn OrderView(order: OrderDetail) -> impl IntoView {
+fn OrderView(
+    order: OrderDetail,
+    operator: bool,
+    asked: Option<(String, String)>,
+    refund: ServerAction<RefundOrder>,
+) -> impl IntoView {
     let currency = order.currency.clone();
     let amount = move |minor: i64| money(minor, currency.as_deref());
     let totals = [
@@ -64,6 +105,7 @@ fn OrderView(order: OrderDetail) -> impl IntoView {
             </section>
         })}
         <PendingCommands commands=order.commands.clone()/>
+        {operator.then(|| view! { <RefundPanel order=order.clone() asked refund/> })}
         <section class="panel" aria-label="Money">
             <dl class="totals">
                 {totals.into_iter().map(|(label, value, id)| view! {
@@ -166,5 +208,110 @@ fn PendingCommands(commands: Vec<crate::backend::CommandView>) -> impl IntoView 
                 </ul>
             </section>
         }
+    })
+}
+
+/// What is left to refund: paid, minus refunded, minus refunds asked for and not over yet
+/// (the server checks the same under the order's lock).
+fn refundable(order: &OrderDetail) -> i64 {
+    let in_flight: i64 = order
+        .commands
+        .iter()
+        .filter(|c| c.in_flight())
+        .map(|c| c.amount)
+        .sum();
+    (order.amount_paid - order.amount_refunded - in_flight).max(0)
+}
+
+/// An operator's refund, in two steps that both work without JavaScript: a GET form with
+/// the amount in the currency's units and a reason, then a confirmation that says the
+/// amount in the currency and posts it once (its key makes a double click one refund).
+#[component]
+fn RefundPanel(
+    order: OrderDetail,
+    asked: Option<(String, String)>,
+    refund: ServerAction<RefundOrder>,
+) -> impl IntoView {
+    let Some(currency) = order.currency.clone().filter(|_| order.amount_paid > 0) else {
+        return Either::Left(());
+    };
+    let left = refundable(&order);
+    let href = order_href(&order.order_id);
+    // `/orders?id=…` for ids that cannot be a path segment: the form sends the id along.
+    let (action, id_field) = match href.strip_prefix("/orders?id=") {
+        Some(_) => ("/orders".to_string(), Some(order.order_id.clone())),
+        None => (href.clone(), None),
+    };
+    let shown = money(left, Some(&currency));
+    let checked = asked.as_ref().map(|(text, reason)| {
+        parse_money(text, &currency)
+            .and_then(|minor| {
+                if minor > left {
+                    Err(format!("only {shown} is left to refund"))
+                } else if reason.trim().is_empty() {
+                    Err("say why (a reason is required)".into())
+                } else {
+                    Ok(minor)
+                }
+            })
+            .map(|minor| (minor, reason.clone()))
+    });
+    let form_key = format!(
+        "refund:{}:{}:{}",
+        order.order_id,
+        order.commands.len() + 1,
+        checked.as_ref().and_then(|c| c.as_ref().ok()).map_or(0, |(m, _)| *m)
+    );
+    let error = checked.as_ref().and_then(|c| c.as_ref().err().cloned());
+    let confirm = checked.and_then(Result::ok);
+    let (typed, typed_reason) = asked.unwrap_or_default();
+    Either::Right(view! {
+        <section class="panel" id="refund-panel">
+            <h2>"Refund"</h2>
+            {match confirm {
+                Some((minor, reason)) => {
+                    let amount = money(minor, Some(&currency));
+                    Either::Left(view! {
+                        <div id="refund-confirm" role="alertdialog" aria-label="Confirm the refund">
+                            <p>
+                                {format!("Refund {amount} of order {} to the customer (of {shown} left to refund)? ", order.order_id)}
+                                "Reason: "<q>{reason.clone()}</q>
+                            </p>
+                            <p class="form-note">"oncehook asks the provider; the refund counts once its webhook arrives."</p>
+                            <ActionForm action=refund attr:class="inline-form" attr:id="refund-confirm-form">
+                                <input type="hidden" name="order_id" value=order.order_id.clone()/>
+                                <input type="hidden" name="amount" value=minor/>
+                                <input type="hidden" name="reason" value=reason/>
+                                <input type="hidden" name="form_key" value=form_key/>
+                                <button type="submit" class="button primary" disabled=move || refund.pending().get()>
+                                    {format!("Confirm refund of {amount}")}
+                                </button>
+                            </ActionForm>
+                            " "<a class="button" href=href.clone()>"Cancel"</a>
+                        </div>
+                    })
+                }
+                None => Either::Right(view! {
+                    {error.map(|e| view! { <p class="form-error" id="refund-error" role="alert">{e}</p> })}
+                    {if left > 0 {
+                        Either::Left(view! {
+                            <form method="get" action=action class="inline-form" id="refund-form">
+                                {id_field.map(|id| view! { <input type="hidden" name="id" value=id/> })}
+                                <label>{format!("Amount ({}) ", currency.to_ascii_uppercase())}
+                                    <input type="text" name="refund" inputmode="decimal" required size="10"
+                                        value=typed placeholder=money(left, Some(&currency))/>
+                                </label>
+                                <label>"Reason " <input type="text" name="reason" required size="24" value=typed_reason/></label>
+                                <button type="submit" class="button">"Review refund…"</button>
+                                <span class="form-note">{format!(" {shown} left to refund")}</span>
+                            </form>
+                        })
+                    } else {
+                        Either::Right(view! { <p class="form-note">"Nothing is left to refund."</p> })
+                    }}
+                }),
+            }}
+            {move || refund.value().get().and_then(|r| r.err()).map(|error| view! { <ErrorPanel error/> })}
+        </section>
     })
 }

@@ -271,6 +271,15 @@ fn OverviewView(o: Overview) -> impl IntoView {
             <Kpi id="kpi-signatures" label="Signature failures" value=thousands(o.signature_failures) bad={o.signature_failures > 0}/>
             <DriftKpi check=o.drift.clone()/>
             <ReconciliationKpi kpis=o.reconciliation.clone()/>
+            {o.commands.clone().map(|c| view! {
+                <Kpi id="kpi-commands" label="Refunds asked of providers, in flight" value=thousands(c.in_flight)
+                    note=format!(
+                        "{}{} unconfirmed (sent, no webhook yet) · {} confirmed · {} failed",
+                        c.oldest_in_flight_age_secs.map(|a| format!("oldest {} · ", age(a))).unwrap_or_default(),
+                        thousands(c.unconfirmed), thousands(c.confirmed), thousands(c.failed)
+                    )
+                    bad={c.unconfirmed > 0 || c.failed > 0}/>
+            })}
             <Kpi id="kpi-time-to-resolve" label="Dead letters: filed → closed, mean / p95"
                 value=o.time_to_resolve.as_ref().map(|t| format!("{} / {}", age(t.mean_secs), age(t.p95_secs))).unwrap_or_else(|| "–".into())
                 note=o.time_to_resolve.as_ref().map(|t| format!("{} closed (redriven, resolved or discarded)", thousands(t.closed))).unwrap_or_else(|| "none closed in this range".into())/>

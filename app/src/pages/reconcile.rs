@@ -237,7 +237,7 @@ fn Body(
     view! {
         <p class="dlq-summary" id="reconcile-summary">{summary}</p>
         {can_operate.then(|| view! { <RunNow providers=page.providers.clone() start/> })}
-        <Runs initial=page.runs.clone() live now/>
+        <Runs initial=page.runs.clone() live/>
         {if grouped {
             Either::Left(view! { <Groups groups=page.groups now can_operate fix resolve/> })
         } else {
@@ -286,7 +286,7 @@ fn run_line(r: &RunView) -> String {
 
 /// The runs, newest first; while one runs, its counts as the last poll saw them.
 #[component]
-fn Runs(initial: RunsPage, live: ReadSignal<Option<RunsPage>>, now: i64) -> impl IntoView {
+fn Runs(initial: RunsPage, live: ReadSignal<Option<RunsPage>>) -> impl IntoView {
     let next = initial.next_before;
     let rows = move || {
         let runs = live.get().unwrap_or_else(|| initial.clone()).runs;
@@ -296,7 +296,7 @@ fn Runs(initial: RunsPage, live: ReadSignal<Option<RunsPage>>, now: i64) -> impl
                 let took = r
                     .finished_at
                     .map(|f| age((f - r.started_at) / 1000))
-                    .unwrap_or_else(|| format!("{} so far", age((now - r.started_at) / 1000)));
+                    .unwrap_or_else(|| "running…".into());
                 view! {
                     <tr id=format!("run-{}", r.id) data-status=r.status.clone()>
                         <td class="mono">{format!("#{}", r.id)}</td>
