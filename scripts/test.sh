@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test oncehook has: formatting and lints, unit and integration tests on SQLite and
-# (when ONCEHOOK_TEST_POSTGRES_URL is set) PostgreSQL, then the browser tests against the
-# real binary with the hydrated dashboard. Installs what is missing on the way.
+# (when ONCEHOOK_TEST_POSTGRES_URL is set) PostgreSQL, the API's contract test
+# (schemathesis against the real binary, scripts/api-contract.sh), then the browser tests
+# against the real binary with the hydrated dashboard. Installs what is missing on the way.
 #
 #   scripts/test.sh
 #   ONCEHOOK_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres scripts/test.sh
@@ -28,6 +29,9 @@ cargo test --workspace
 step "dashboard frontend (wasm) and server binary"
 scripts/build-frontend.sh
 cargo build --bin oncehook
+
+step "API contract (schemathesis against the binary, SQLite${ONCEHOOK_TEST_POSTGRES_URL:+ and PostgreSQL})"
+scripts/api-contract.sh
 
 step "browser tests (Playwright, Debian chromium)"
 end2end/run.sh

@@ -438,7 +438,7 @@ async fn bad_parameters_get_clear_json_errors(kind: Kind) {
     for (path, status, says) in [
         ("/api/v1/events?before=yesterday", 400, "before"),
         ("/api/v1/events?limit=-1", 400, "limit"),
-        ("/api/v1/events?since=last%20week", 422, "From"),
+        ("/api/v1/events?since=last%20week", 422, "since"),
         ("/api/v1/events?payload=no-equals-sign", 422, "payload"),
         ("/api/v1/events/abc", 400, "abc"),
         ("/api/v1/overview?range=1y", 422, "1h, 24h or 7d"),

@@ -8,10 +8,12 @@ use app::backend::{
 };
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::input::{self, EVENTS_MAX_LIMIT};
 use super::{ApiError, ApiState};
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
@@ -26,9 +28,48 @@ pub(super) fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> 
         .map_err(|e| ApiError::new(400, e.body_text()))
 }
 
+/// 415 without `Content-Type: application/json`, 413 for a body beyond the limit, else
+/// 400 (not JSON, or not the documented object).
 pub(super) fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    b.map(|Json(b)| b)
-        .map_err(|e| ApiError::new(400, e.body_text()))
+    b.map(|Json(b)| b).map_err(|e| {
+        let status = match &e {
+            JsonRejection::MissingJsonContentType(_) => 415,
+            _ if e.status() == StatusCode::PAYLOAD_TOO_LARGE => 413,
+            _ => 400,
+        };
+        ApiError::new(status, e.body_text())
+    })
+}
+
+/// The `Idempotency-Key` header every POST takes (see `idempotency.rs`): 1 to 255 visible
+/// ASCII characters; spaces and tabs inside (those around it are not part of it).
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Header)]
+// Only documents the header: `idempotency::layer` reads it before any handler runs.
+#[allow(dead_code)]
+pub struct IdempotencyKey {
+    /// The same key with the same request (method, path, content type, body) within 24 hours
+    /// answers the first answer again (`Idempotent-Replayed: true`) without doing it twice;
+    /// with another request it is a 422; while the first runs, a 409.
+    #[param(
+        rename = "Idempotency-Key",
+        value_type = String,
+        required = false,
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[\\t -~]*[!-~][\\t -~]*$"
+    )]
+    pub idempotency_key: Option<String>,
+}
+
+/// The order a path names.
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Path)]
+// Only documents the path: handlers take it as `Path<String>`.
+#[allow(dead_code)]
+pub struct OrderPath {
+    #[param(schema_with = input::order_id_schema)]
+    pub order_id: String,
 }
 
 /// One order: status, the sentence saying why, money totals, provider resources and the
@@ -37,18 +78,22 @@ pub(super) fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> 
     get,
     path = "/api/v1/orders/{order_id}",
     tag = "reads",
-    params(("order_id" = String, Path, description = "The order id the provider's events name")),
+    params(OrderPath),
     responses(
         (status = 200, description = "The order", body = OrderDetail),
-        (status = 401, description = "No live token", body = ApiError),
+        (status = 400, description = "The path cannot be read (not UTF-8; an empty, `.` or `..` segment; an encoded `/` or `\\`)", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 404, description = "No such order", body = ApiError),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
 pub async fn order(
     State(api): State<ApiState>,
     Extension(who): Extension<Principal>,
-    Path(order_id): Path<String>,
+    order_id: Result<Path<String>, PathRejection>,
 ) -> ApiResult<OrderDetail> {
+    let order_id = path(order_id)?;
     let who: Viewer = api
         .authorize(who, "order.read", &format!("order:{order_id}"))
         .await?;
@@ -71,15 +116,24 @@ pub struct EventsParams {
     pub event: Option<String>,
     /// The correlation id of any delivery.
     pub correlation: Option<String>,
-    /// Received at or after, UTC: `2026-12-01`, `2026-12-01T10:30` or RFC 3339.
+    /// Received at or after: `2026-12-01`, `2026-12-01T10:30`, `2026-12-01T10:30:15` (the
+    /// date and time forms are UTC; `T` or a space between them) or RFC 3339 with seconds
+    /// and an offset (`2026-12-01T10:30:15.250+01:00`, `…Z`). Only real calendar dates.
+    #[param(schema_with = input::time_schema)]
     pub since: Option<String>,
     /// Received before, same forms.
+    #[param(schema_with = input::time_schema)]
     pub until: Option<String>,
-    /// A payload field and its value: `data.object.customer = cus_123`.
+    /// A payload field and its value: `data.object.customer = cus_123`. The path is JSON
+    /// object keys joined by `.` (none empty, no whitespace, control characters or `=` in a
+    /// key); the value, trimmed and without surrounding `"`, must equal a string there, or
+    /// the text of a number or boolean.
+    #[param(schema_with = input::payload_schema)]
     pub payload: Option<String>,
     /// Only events older than this inbox id (the previous page's `next_before`).
     pub before: Option<i64>,
-    /// Events per page, 1 to 200 (default 50).
+    /// Events per page (default 50).
+    #[param(minimum = 1, maximum = 200, default = 50)]
     pub limit: Option<u32>,
 }
 
@@ -92,8 +146,11 @@ pub struct EventsParams {
     responses(
         (status = 200, description = "A page of events", body = InboxPage),
         (status = 400, description = "A parameter is not of its type", body = ApiError),
-        (status = 401, description = "No live token", body = ApiError),
-        (status = 422, description = "A filter cannot be read (time, payload field)", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
+        (status = 422, description = "A parameter outside its bounds or pattern (`limit`, `since`, `until`, `payload`)", body = ApiError),
+        (status = 429, description = "Too many payload-filter reads of this token at once", body = ApiError),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
 pub async fn events(
@@ -102,6 +159,15 @@ pub async fn events(
     params: Result<Query<EventsParams>, QueryRejection>,
 ) -> ApiResult<InboxPage> {
     let p = query(params)?;
+    let limit = input::limit(p.limit, 50, EVENTS_MAX_LIMIT)?;
+    for (name, value) in [("since", &p.since), ("until", &p.until)] {
+        if let Some(v) = value {
+            input::time(name, v)?;
+        }
+    }
+    if let Some(payload) = &p.payload {
+        input::payload(payload)?;
+    }
     let who: Viewer = api.authorize(who, "inbox.read", "inbox").await?;
     let filter = InboxQuery {
         provider: p.provider,
@@ -115,11 +181,7 @@ pub async fn events(
         payload: p.payload,
         before: p.before,
     };
-    Ok(Json(
-        api.backend
-            .inbox(&who, filter, p.limit.unwrap_or(50).clamp(1, 200))
-            .await?,
-    ))
+    Ok(Json(api.backend.inbox(&who, filter, limit).await?))
 }
 
 /// One event: payload, deliveries, attempts, effect key and what became of it.
@@ -130,8 +192,11 @@ pub async fn events(
     params(("id" = i64, Path, description = "The inbox id (`id` in the event list)")),
     responses(
         (status = 200, description = "The event", body = EventDetail),
-        (status = 401, description = "No live token", body = ApiError),
+        (status = 400, description = "The id is not a 64-bit integer", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 404, description = "No such event", body = ApiError),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
 pub async fn event(
@@ -156,7 +221,9 @@ pub async fn event(
     responses(
         (status = 200, description = "Dead letters, grouped", body = DlqPage),
         (status = 400, description = "A parameter is not of its type", body = ApiError),
-        (status = 401, description = "No live token", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
 pub async fn dead_letters(
@@ -170,10 +237,20 @@ pub async fn dead_letters(
     Ok(Json(api.backend.dead_letters(&who, query(params)?).await?))
 }
 
+/// The overview's time ranges.
+fn range_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::Type::String)
+        .enum_values(Some(input::RANGES))
+        .default(Some("1h".into()))
+        .build()
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct OverviewParams {
-    /// `1h` (default), `24h` or `7d`.
+    /// The last hour (default), day or week.
+    #[param(schema_with = range_schema)]
     pub range: Option<String>,
 }
 
@@ -185,8 +262,11 @@ pub struct OverviewParams {
     params(OverviewParams),
     responses(
         (status = 200, description = "KPIs and series", body = Overview),
-        (status = 401, description = "No live token", body = ApiError),
-        (status = 422, description = "Unknown range", body = ApiError),
+        (status = 400, description = "The query cannot be read (a parameter twice)", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
+        (status = 422, description = "A range other than 1h, 24h or 7d", body = ApiError),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
 pub async fn overview(
@@ -194,7 +274,6 @@ pub async fn overview(
     Extension(who): Extension<Principal>,
     params: Result<Query<OverviewParams>, QueryRejection>,
 ) -> ApiResult<Overview> {
-    let who: Viewer = api.authorize(who, "overview.read", "overview").await?;
     let range = match query(params)?.range.as_deref() {
         None | Some("1h") => Range::Hour,
         Some("24h") => Range::Day,
@@ -206,6 +285,7 @@ pub async fn overview(
             ))
         }
     };
+    let who: Viewer = api.authorize(who, "overview.read", "overview").await?;
     Ok(Json(api.backend.overview(&who, range).await?))
 }
 
@@ -213,19 +293,43 @@ fn yes() -> bool {
     true
 }
 
-/// Which dead letters to redrive, and whether to do it.
+/// Which dead letters to redrive, and whether to do it. The selection: one `id`, or every
+/// dead letter matching the filters (open ones unless `status` says otherwise), across all
+/// pages; the filters are those of `GET /api/v1/dead-letters`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct RedriveRequest {
-    /// The selection: one `id`, or every dead letter matching the filters (open ones unless
-    /// `status` says otherwise), across all pages.
-    #[serde(flatten)]
-    pub filter: DlqQuery,
+    /// One dead letter.
+    #[serde(default, deserialize_with = "input::integral")]
+    #[schema(value_type = Option<i64>)]
+    pub id: Option<i64>,
+    /// transient | permanent | business | unknown
+    pub class: Option<String>,
+    pub provider: Option<String>,
+    /// processor | outbox
+    pub stage: Option<String>,
+    /// Text the latest error contains.
+    pub error: Option<String>,
+    /// open (default) | redriven | resolved | discarded
+    pub status: Option<String>,
     /// Why, for the audit log.
     pub reason: Option<String>,
     /// `true` (the default) only predicts and changes nothing; send `false` to redrive.
     #[serde(default = "yes")]
     #[schema(default = true)]
     pub dry_run: bool,
+}
+
+impl RedriveRequest {
+    fn selection(&self) -> DlqQuery {
+        DlqQuery {
+            id: self.id,
+            class: self.class.clone(),
+            provider: self.provider.clone(),
+            stage: self.stage.clone(),
+            error: self.error.clone(),
+            status: self.status.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -243,12 +347,20 @@ pub struct RedriveResponse {
     post,
     path = "/api/v1/dead-letters/redrive",
     tag = "actions",
+    params(IdempotencyKey),
     request_body = RedriveRequest,
     responses(
         (status = 200, description = "What was (or would be) done", body = RedriveResponse),
-        (status = 400, description = "The body is not a redrive request", body = ApiError),
-        (status = 401, description = "No live token", body = ApiError),
+        (status = 400, description = "The body is not a redrive request (not JSON, a field of another type), or a bad Idempotency-Key", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 403, description = "The token's role may not redrive", body = ApiError),
+        (status = 409, description = "A request with this Idempotency-Key is still running", body = ApiError),
+        (status = 413, description = "The body is larger than 1 MiB", body = ApiError),
+        (status = 415, description = "No `Content-Type: application/json`", body = ApiError),
+        (status = 422, description = "The Idempotency-Key was used with another request", body = ApiError),
+        (status = 429, description = "Too many dry runs of this token at once", body = ApiError),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
 pub async fn redrive(
@@ -257,23 +369,21 @@ pub async fn redrive(
     request: Result<Json<RedriveRequest>, JsonRejection>,
 ) -> ApiResult<RedriveResponse> {
     let request = body(request)?;
+    let selection = request.selection();
     if request.dry_run {
         let who: Viewer = api
             .authorize(who, "dead_letter.preview", "dead_letters")
             .await?;
-        let preview = api.backend.preview_redrive(&who, request.filter).await?;
+        let preview = api.backend.preview_redrive(&who, selection).await?;
         return Ok(Json(RedriveResponse {
             dry_run: true,
             matching: preview.matching,
             outcomes: preview.outcomes,
         }));
     }
-    let target = request.filter.clone().normalized().audit_target();
+    let target = selection.clone().normalized().audit_target();
     let who: Operator = api.authorize(who, "dead_letter.redrive", &target).await?;
-    let outcomes = api
-        .backend
-        .redrive(&who, request.filter, request.reason)
-        .await?;
+    let outcomes = api.backend.redrive(&who, selection, request.reason).await?;
     Ok(Json(RedriveResponse {
         dry_run: false,
         matching: outcomes.len(),
@@ -283,7 +393,9 @@ pub async fn redrive(
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CloseRequest {
-    /// Why (required; it goes to the audit log).
+    /// Why (required; it goes to the audit log): at most 500 characters, at least one of them
+    /// neither whitespace nor a control character.
+    #[schema(schema_with = input::reason_schema)]
     pub reason: String,
 }
 
@@ -302,14 +414,31 @@ async fn close(
     request: Result<Json<CloseRequest>, JsonRejection>,
 ) -> ApiResult<CloseResponse> {
     let request = body(request)?;
+    input::reason(&request.reason)?;
     let action = if resolve {
         "dead_letter.resolve"
     } else {
         "dead_letter.discard"
     };
-    let who: Operator = api
-        .authorize(who, action, &format!("dead_letter:{id}"))
+    let target = format!("dead_letter:{id}");
+    let who: Operator = api.authorize(who, action, &target).await?;
+    // An unknown id is a 404; a known one that is not open the backend refuses (422).
+    let viewer: Viewer = api
+        .authorize((*who).clone(), "dead_letter.read", &target)
         .await?;
+    let one = DlqQuery {
+        id: Some(id),
+        ..DlqQuery::default()
+    };
+    if api
+        .backend
+        .dead_letters(&viewer, one)
+        .await?
+        .history
+        .is_none()
+    {
+        return Err(ApiError::new(404, format!("no dead letter {id}")));
+    }
     api.backend
         .close_dead_letter(&who, id, resolve, request.reason)
         .await?;
@@ -324,13 +453,20 @@ async fn close(
     post,
     path = "/api/v1/dead-letters/{id}/resolve",
     tag = "actions",
-    params(("id" = i64, Path, description = "The dead letter's id")),
+    params(("id" = i64, Path, description = "The dead letter's id"), IdempotencyKey),
     request_body = CloseRequest,
     responses(
         (status = 200, description = "Resolved", body = CloseResponse),
-        (status = 401, description = "No live token", body = ApiError),
+        (status = 400, description = "The id is not a 64-bit integer (or empty), the body is not a close request, or a bad Idempotency-Key", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 403, description = "The token's role may not resolve", body = ApiError),
-        (status = 422, description = "No reason, or not an open dead letter", body = ApiError),
+        (status = 404, description = "No such dead letter", body = ApiError),
+        (status = 409, description = "A request with this Idempotency-Key is still running", body = ApiError),
+        (status = 413, description = "The body is larger than 1 MiB", body = ApiError),
+        (status = 415, description = "No `Content-Type: application/json`", body = ApiError),
+        (status = 422, description = "A reason outside its pattern; not an open dead letter; the Idempotency-Key was used with another request", body = ApiError),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
 pub async fn resolve(
@@ -347,13 +483,20 @@ pub async fn resolve(
     post,
     path = "/api/v1/dead-letters/{id}/discard",
     tag = "actions",
-    params(("id" = i64, Path, description = "The dead letter's id")),
+    params(("id" = i64, Path, description = "The dead letter's id"), IdempotencyKey),
     request_body = CloseRequest,
     responses(
         (status = 200, description = "Discarded", body = CloseResponse),
-        (status = 401, description = "No live token", body = ApiError),
+        (status = 400, description = "The id is not a 64-bit integer (or empty), the body is not a close request, or a bad Idempotency-Key", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 403, description = "The token's role may not discard", body = ApiError),
-        (status = 422, description = "No reason, or not an open dead letter", body = ApiError),
+        (status = 404, description = "No such dead letter", body = ApiError),
+        (status = 409, description = "A request with this Idempotency-Key is still running", body = ApiError),
+        (status = 413, description = "The body is larger than 1 MiB", body = ApiError),
+        (status = 415, description = "No `Content-Type: application/json`", body = ApiError),
+        (status = 422, description = "A reason outside its pattern; not an open dead letter; the Idempotency-Key was used with another request", body = ApiError),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
 pub async fn discard(

@@ -11,6 +11,7 @@
 pub mod cli;
 mod handlers;
 mod idempotency;
+mod input;
 mod reconcile;
 pub use idempotency::KEY_HOURS as IDEMPOTENCY_KEY_HOURS;
 mod refunds;
@@ -49,7 +50,7 @@ impl ApiState {
     }
 }
 
-/// The body of every error answer.
+/// The body of every error answer (every 4xx and 5xx of `/api/v1`), JSON.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ApiError {
     /// What went wrong, for a person.
@@ -92,10 +93,17 @@ impl IntoResponse for ApiError {
 #[openapi(
     info(
         title = "oncehook API",
-        description = "Reads of orders, events, dead letters and the overview, and the \
-                       operator's dead-letter actions. Authenticate with \
-                       `Authorization: Bearer <token>` (tokens carry a role: viewer, \
-                       operator or admin)."
+        description = "Reads of orders, events, dead letters, the overview and \
+                       reconciliation, and the operator's actions (dead letters, diffs, \
+                       refunds). Authenticate with `Authorization: Bearer <token>` (tokens \
+                       carry a role: viewer, operator or admin). Every error is JSON \
+                       (`ApiError`): 400 a parameter, path or body that cannot be read as \
+                       its type; 401 no live token; 403 the role; 404 no such thing or path; \
+                       409 an Idempotency-Key still running; 413 a body over 1 MiB; 415 a \
+                       POST without `Content-Type: application/json`; 422 a value outside \
+                       its documented bounds, enum or pattern, or a request that cannot be \
+                       done now (nothing left to refund, not open); 429 too many expensive \
+                       reads at once; 503 the database."
     ),
     paths(
         handlers::order,

@@ -2,14 +2,31 @@
 //! The command is stored with its outbox message and sent by the relay; the answer is the
 //! command as stored (`requested`), to follow in the order's `commands`.
 
-use app::backend::{CommandView, Operator, Principal, RefundRequest};
+use app::backend::{CommandView, Operator, Principal};
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use serde::Deserialize;
+use utoipa::ToSchema;
 
-use super::handlers::{body, path};
+use super::handlers::{body, path, IdempotencyKey, OrderPath};
+use super::input;
 use super::{ApiError, ApiState};
+
+/// A refund an operator asks for.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RefundRequest {
+    /// Minor units of the order's currency, at least 1; none: everything left to refund.
+    #[serde(default, deserialize_with = "input::integral")]
+    #[schema(value_type = Option<i64>, minimum = 1)]
+    pub amount: Option<i64>,
+    /// Why (kept in the audit log and the refund's metadata): at most 500 characters, at
+    /// least one of them neither whitespace nor a control character (control characters are
+    /// dropped and the reason trimmed before it is kept).
+    #[schema(schema_with = input::reason_schema)]
+    pub reason: String,
+}
 
 /// Ask for a refund of an order (operator; refusals are audited). Refused with nothing
 /// stored or sent beyond what is left to refund (refunds asked for and still in flight
@@ -18,15 +35,20 @@ use super::{ApiError, ApiState};
     post,
     path = "/api/v1/orders/{order_id}/refunds",
     tag = "actions",
-    params(("order_id" = String, Path, description = "The order id the provider's events name")),
+    params(OrderPath, IdempotencyKey),
     request_body = RefundRequest,
     responses(
         (status = 201, description = "Stored; the relay sends it", body = CommandView),
-        (status = 400, description = "The body is not a refund request", body = ApiError),
-        (status = 401, description = "No live token", body = ApiError),
+        (status = 400, description = "The path cannot be read (not UTF-8; an empty, `.` or `..` segment; an encoded `/` or `\\`), the body is not a refund request (not JSON, a field of another type), or a bad Idempotency-Key", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 403, description = "The token's role may not refund", body = ApiError),
         (status = 404, description = "No such order", body = ApiError),
-        (status = 422, description = "More than what is left to refund, no refundable payment, or no reason", body = ApiError),
+        (status = 409, description = "A request with this Idempotency-Key is still running", body = ApiError),
+        (status = 413, description = "The body is larger than 1 MiB", body = ApiError),
+        (status = 415, description = "No `Content-Type: application/json`", body = ApiError),
+        (status = 422, description = "An amount below 1 or a reason outside its pattern; more than what is left to refund or no refundable payment; the Idempotency-Key was used with another request", body = ApiError),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
 pub async fn request_refund(
@@ -40,6 +62,17 @@ pub async fn request_refund(
         .authorize(who, "order.refund", &format!("order:{order_id}"))
         .await?;
     let request = body(request)?;
+    if let Some(amount) = request.amount.filter(|a| *a < 1) {
+        return Err(ApiError::new(
+            422,
+            format!("the amount must be a positive number of minor units, not {amount}"),
+        ));
+    }
+    input::reason(&request.reason)?;
+    let request = app::backend::RefundRequest {
+        amount: request.amount,
+        reason: request.reason,
+    };
     let command = api.backend.request_refund(&who, &order_id, request).await?;
     Ok((StatusCode::CREATED, Json(command)))
 }

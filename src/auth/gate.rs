@@ -40,14 +40,16 @@ pub fn is_ambiguous(path: &str) -> bool {
     }
 }
 
-/// 400 for an ambiguous path (see [`is_ambiguous`]), before any route or fallback runs.
+/// 400 for an ambiguous path (see [`is_ambiguous`]), before any route or fallback runs;
+/// under `/api/` in the API's JSON error body (`{"error": "…"}`), as its document says.
 pub async fn refuse_ambiguous_paths(req: Request, next: Next) -> Response {
+    const REFUSAL: &str = "the path has a dot segment, an empty segment or an encoded '/' or '\\'";
     if is_ambiguous(req.uri().path()) {
-        return (
-            StatusCode::BAD_REQUEST,
-            "the path has a dot segment, an empty segment or an encoded '/' or '\\'",
-        )
-            .into_response();
+        if req.uri().path().starts_with("/api/") {
+            let body = axum::Json(serde_json::json!({ "error": REFUSAL }));
+            return (StatusCode::BAD_REQUEST, body).into_response();
+        }
+        return (StatusCode::BAD_REQUEST, REFUSAL).into_response();
     }
     next.run(req).await
 }

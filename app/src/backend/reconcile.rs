@@ -19,6 +19,7 @@ pub struct DiffQuery {
     /// Keyset cursor: diffs with a smaller id.
     pub before: Option<i64>,
     /// At most this many (default 50, at most 500).
+    #[cfg_attr(feature = "ssr", param(minimum = 1, maximum = 500, default = 50))]
     pub limit: Option<u32>,
 }
 
