@@ -157,7 +157,14 @@ test('an operator refunds part of a paid order and watches it go from requested 
   await expect(page.locator('#timeline li[data-kind=command]', { hasText: 'asked for by e2e-operator' })).toHaveCount(1);
   await expect(story.filter({ hasText: /refund command #\d+ confirmed/ })).toHaveCount(1, { timeout: 60_000 });
   await expect(page.locator('#order-pending')).toHaveCount(0);
-  await expect(page.locator('#total-refunded dd')).not.toHaveText(refundedBefore);
+  // In place (the page read it again while it was in flight) and after a reload alike: the
+  // status, the totals and the sentence from one snapshot of the order.
+  for (const reloaded of [false, true]) {
+    if (reloaded) await page.reload();
+    await expect(page.locator('#total-refunded dd')).not.toHaveText(refundedBefore);
+    await expect(page.locator('#order-why .badge')).toHaveText('partially_refunded');
+    await expect(page.locator('#order-why')).toContainText('came from command #');
+  }
   await screenshot(page, testInfo, 'refund-confirmed');
   expect(problems).toEqual([]);
 });

@@ -79,6 +79,20 @@ pub(crate) fn bind_all<'q>(
 #[error("{0}")]
 pub struct Refused(pub String);
 
+/// A read transaction whose statements all see one snapshot: a page built from several
+/// reads (an order's row, its facts, its ledger) never mixes states from before and after a
+/// commit in between. SQLite's read transaction is one snapshot from its first read;
+/// PostgreSQL's READ COMMITTED takes one per statement, so it asks for REPEATABLE READ.
+pub async fn snapshot(db: &Db) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Any>> {
+    let mut tx = db.reader().begin().await?;
+    if db.backend == Backend::Postgres {
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(tx)
+}
+
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }

@@ -334,13 +334,16 @@ pub struct OrderView {
 }
 
 pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderView>> {
-    let pool = db.reader();
+    // One snapshot: the status, totals, facts and story of one moment, even while the
+    // processor commits this order's next event (a page read in between showed a refund in
+    // its sentence and not in its totals).
+    let mut tx = super::snapshot(db).await?;
     let Some(order) = sqlx::query(
         "SELECT order_id, status, currency, last_event_id, created_at, updated_at, amount_paid, \
          amount_refunded, amount_disputed, attention FROM orders WHERE order_id = $1",
     )
     .bind(order_id)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await?
     else {
         return Ok(None);
@@ -351,7 +354,7 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
          FROM processed_effects WHERE order_id = $1 ORDER BY applied_at, effect_key",
     )
     .bind(order_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?
     .into_iter()
     .map(|r| {
@@ -372,7 +375,7 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
          occurred_at, recorded_at FROM stale_events WHERE order_id = $1 ORDER BY id",
     )
     .bind(order_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?
     .into_iter()
     .map(|r| {
@@ -397,7 +400,7 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
          WHERE order_id = $1 ORDER BY id",
     )
     .bind(order_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?
     .into_iter()
     .map(|r| {
@@ -424,7 +427,7 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
          FROM order_facts WHERE order_id = $1 ORDER BY at_ms, kind, resource_id",
     )
     .bind(order_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?
     .into_iter()
     .map(|r| {
@@ -446,7 +449,7 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
          created_at, delivered_at FROM outbox WHERE order_id = $1 ORDER BY id",
     )
     .bind(order_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?
     .into_iter()
     .map(|r| {
@@ -482,7 +485,7 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
          WHERE i.order_id = $1 ORDER BY d.id",
     )
     .bind(order_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await?
     .into_iter()
     .map(|r| {
@@ -498,8 +501,7 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
     .collect::<Result<_, sqlx::Error>>()?;
 
     let why = {
-        let mut conn = pool.acquire().await?;
-        let facts = super::effects::load_facts(&mut conn, order_id).await?;
+        let facts = super::effects::load_facts(&mut tx, order_id).await?;
         let currency: Option<String> = order.try_get("currency")?;
         let mut why = crate::domain::money::explain(
             &facts,

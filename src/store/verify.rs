@@ -12,7 +12,7 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::effects::{entry_row, fact_row, FACT_COLUMNS};
-use super::{Backend, Db};
+use super::Db;
 use crate::domain::{Entry, Fact};
 use crate::verify::check::Stored;
 
@@ -43,13 +43,8 @@ pub struct Page {
 /// keys. Each read is a range over an index on `order_id` (the orders and facts primary
 /// keys, `order_ledger_order`, `outbox_order`), so a page costs the same at any depth.
 pub async fn page(db: &Db, after: Option<&str>, limit: i64) -> anyhow::Result<Page> {
-    let mut tx = db.reader().begin().await?;
-    if db.backend == Backend::Postgres {
-        // One snapshot for the page's four reads (READ COMMITTED takes one per statement).
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            .execute(&mut *tx)
-            .await?;
-    }
+    // One snapshot for the page's four reads.
+    let mut tx = super::snapshot(db).await?;
     let columns = "order_id, status, amount_paid, amount_refunded, amount_disputed, attention";
     let rows = match after {
         Some(after) => {

@@ -30,14 +30,15 @@ pub fn OrderPage() -> impl IntoView {
     let asked = Memo::new(move |_| {
         query.with(|q| q.get("refund").map(|amount| (amount, q.get("reason").unwrap_or_default())))
     });
-    refetch_while_in_flight(order);
+    let (in_flight, set_in_flight) = signal(false);
+    refetch_while_in_flight(order, in_flight);
     view! {
         <Transition fallback=|| view! { <p class="loading">"Loading the order…"</p> }>
             {move || Suspend::new(async move {
                 let operator = user.await.ok().flatten().is_some_and(|p| p.role >= Role::Operator);
                 let asked = asked.get();
                 match order.await {
-                    Ok(order) => Either::Left(view! { <OrderView order operator asked refund/> }),
+                    Ok(order) => Either::Left(view! { <OrderView order operator asked refund set_in_flight/> }),
                     Err(error) => Either::Right(view! { <ErrorPanel error/> }),
                 }
             })}
@@ -48,16 +49,15 @@ pub fn OrderPage() -> impl IntoView {
 /// In the browser, while a refund is in flight: reads the order again every 1.5 s, so the
 /// strip and the story follow it from requested to sent to confirmed without a reload.
 #[allow(unused_variables)]
-fn refetch_while_in_flight(order: Resource<Result<OrderDetail, crate::error::AppError>>) {
+fn refetch_while_in_flight(
+    order: Resource<Result<OrderDetail, crate::error::AppError>>,
+    in_flight: ReadSignal<bool>,
+) {
     #[cfg(feature = "hydrate")]
     Effect::new(move |_| {
         let handle = set_interval_with_handle(
             move || {
-                let in_flight = order
-                    .get_untracked()
-                    .and_then(|o| o.ok())
-                    .is_some_and(|o| o.commands.iter().any(|c| c.in_flight()));
-                if in_flight {
+                if in_flight.get_untracked() {
                     order.refetch();
                 }
             },
@@ -78,7 +78,11 @@ fn OrderView(
     operator: bool,
     asked: Option<(String, String)>,
     refund: ServerAction<RefundOrder>,
+    set_in_flight: WriteSignal<bool>,
 ) -> impl IntoView {
+    // After it is on the page (an effect: the browser only), so the page's poll knows.
+    let flying = order.commands.iter().any(|c| c.in_flight());
+    Effect::new(move |_| set_in_flight.set(flying));
     let currency = order.currency.clone();
     let amount = move |minor: i64| money(minor, currency.as_deref());
     let totals = [
