@@ -385,8 +385,15 @@ async fn the_order_page_refunds_in_two_steps_and_a_double_post_is_one_refund(kin
     let (second, _) = app
         .post_form(RefundOrder::PATH, &operator, Some("/orders/ord-1"), &form)
         .await;
-    assert!((300..400).contains(&first) && (300..400).contains(&second), "{first} {second}");
-    assert_eq!(stored(&app).await, (1, 1, 1), "one refund, one message, one audit row");
+    assert!(
+        (300..400).contains(&first) && (300..400).contains(&second),
+        "{first} {second}"
+    );
+    assert_eq!(
+        stored(&app).await,
+        (1, 1, 1),
+        "one refund, one message, one audit row"
+    );
     let amount: i64 = app.count("SELECT amount FROM provider_commands").await;
     assert_eq!(amount, 1250);
     // The same key with another amount is refused; the page then shows the command in flight.
@@ -396,13 +403,18 @@ async fn the_order_page_refunds_in_two_steps_and_a_double_post_is_one_refund(kin
         ("reason", "parcel lost"),
         ("form_key", key.as_str()),
     ];
-    let (status, body) = app.post_form(RefundOrder::PATH, &operator, None, &other).await;
+    let (status, body) = app
+        .post_form(RefundOrder::PATH, &operator, None, &other)
+        .await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(stored(&app).await.0, 1);
     let (_, html) = app.page("/orders/ord-1", &operator).await;
     assert!(html.contains("id=\"order-pending\""));
     assert!(html.contains("Refund of 12.50 EUR asked for by otto"));
-    assert!(html.contains("29.50 EUR left to refund"), "in flight counts");
+    assert!(
+        html.contains("29.50 EUR left to refund"),
+        "in flight counts"
+    );
     // The overview and /metrics count it in flight; not unconfirmed: it was never sent.
     let who: Viewer = app.acting("vera", Role::Viewer).await;
     let o = app
@@ -411,7 +423,10 @@ async fn the_order_page_refunds_in_two_steps_and_a_double_post_is_one_refund(kin
         .await
         .unwrap();
     let c = o.commands.expect("commands on the overview");
-    assert_eq!((c.in_flight, c.unconfirmed, c.confirmed, c.failed), (1, 0, 0, 0));
+    assert_eq!(
+        (c.in_flight, c.unconfirmed, c.confirmed, c.failed),
+        (1, 0, 0, 0)
+    );
     assert!(c.oldest_in_flight_age_secs.is_some());
     let metrics = app
         .http
@@ -422,7 +437,10 @@ async fn the_order_page_refunds_in_two_steps_and_a_double_post_is_one_refund(kin
         .text()
         .await
         .unwrap();
-    assert!(metrics.contains("oncehook_provider_commands{state=\"requested\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("oncehook_provider_commands{state=\"requested\"} 1"),
+        "{metrics}"
+    );
     assert!(metrics.contains("oncehook_provider_commands_unconfirmed 0"));
     // Answered two hours ago and still no webhook: past `commands.confirm_within_secs`
     // (1 h by default), it is flagged.

@@ -172,7 +172,11 @@ pub fn parse_money(text: &str, currency: &str) -> Result<i64, String> {
         .parse::<i64>()
         .unwrap_or(0)
         .checked_mul(scale)
-        .zip(if digits == 0 { Some(0) } else { frac_minor.parse::<i64>().ok() })
+        .zip(if digits == 0 {
+            Some(0)
+        } else {
+            frac_minor.parse::<i64>().ok()
+        })
         .and_then(|(w, f)| w.checked_add(f))
         .filter(|m| *m < 1_000_000_000_000)
         .ok_or_else(|| format!("{text:?} is too large"))?;
@@ -257,7 +261,6 @@ mod tests {
             assert!(e.contains(why), "{bad}: {e}");
         }
     }
-
 
     #[test]
     fn rfc3339_of_ms_is_the_inverse_of_epoch_ms() {

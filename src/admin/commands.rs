@@ -63,7 +63,9 @@ pub async fn request_refund_once(
     use sha2::{Digest, Sha256};
     let key = page_key.trim();
     if key.is_empty() || key.len() > 255 {
-        return Err(AppError::Invalid("the form has no valid key: reload the page".into()));
+        return Err(AppError::Invalid(
+            "the form has no valid key: reload the page".into(),
+        ));
     }
     let scope = format!("page:{}", who.user_id);
     let digest = hex::encode(Sha256::digest(
@@ -76,8 +78,9 @@ pub async fn request_refund_once(
     match begun {
         Begun::New => {}
         Begun::Replay { body, .. } => {
-            return serde_json::from_slice(&body)
-                .map_err(|e| AppError::Backend(super::internal_error("replaying a refund", &e.into())))
+            return serde_json::from_slice(&body).map_err(|e| {
+                AppError::Backend(super::internal_error("replaying a refund", &e.into()))
+            })
         }
         Begun::Mismatch => {
             return Err(AppError::Invalid(

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use app::backend::{
-    CommandKpis, DriftCheck, MoneyMoved, Overview, OverviewPoint, ProviderDelay, Range, ReconciliationKpis,
-    TimeToResolve,
+    CommandKpis, DriftCheck, MoneyMoved, Overview, OverviewPoint, ProviderDelay, Range,
+    ReconciliationKpis, TimeToResolve,
 };
 
 use crate::store::read::rfc3339;

@@ -420,42 +420,7 @@ async fn list_disputes(
     State(shared): State<Arc<Shared>>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
-    let limit = match limit_of(&query) {
-        Ok(n) => n,
-        Err(r) => return r,
-    };
-    let get = |k: &str| query.iter().find(|(q, _)| q == k).map(|(_, v)| v.clone());
-    let pi = match (get("payment_intent"), get("charge")) {
-        (Some(pi), _) => pi,
-        (None, Some(charge)) => match object_of(&shared, "charge", &charge).await {
-            Ok(c) => c["payment_intent"].as_str().unwrap_or_default().to_string(),
-            Err(r) => return r,
-        },
-        (None, None) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                Some("parameter_missing"),
-                Some("payment_intent"),
-                "The simulator lists disputes of one payment_intent or charge.",
-            )
-        }
-    };
-    let after = match get("starting_after") {
-        Some(id) => match object_of(&shared, "dispute", &id).await {
-            Ok(d) => Some((d["created"].as_i64().unwrap_or(0), id)),
-            Err(r) => return r,
-        },
-        None => None,
-    };
-    match shared.db.children("dispute", &pi, after, limit + 1).await {
-        Ok(mut disputes) => {
-            let more = disputes.len() as i64 > limit;
-            disputes.truncate(limit as usize);
-            list(disputes, more, "/v1/disputes")
-        }
-        Err(e) => internal(e),
-    }
+    list_children(&shared, &query, "dispute").await
 }
 
 /// `GET /v1/refunds?payment_intent=…` (or `charge=…`), newest first.
@@ -463,40 +428,46 @@ async fn list_refunds(
     State(shared): State<Arc<Shared>>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
-    let limit = match limit_of(&query) {
+    list_children(&shared, &query, "refund").await
+}
+
+/// The `kind` objects (refunds, disputes) of one payment intent, named directly or through
+/// its charge, newest first, with Stripe's `starting_after` and `limit`. The simulator lists
+/// per payment only: all oncehook asks for.
+async fn list_children(shared: &Shared, query: &[(String, String)], kind: &str) -> Response {
+    let limit = match limit_of(query) {
         Ok(n) => n,
         Err(r) => return r,
     };
     let get = |k: &str| query.iter().find(|(q, _)| q == k).map(|(_, v)| v.clone());
     let pi = match (get("payment_intent"), get("charge")) {
         (Some(pi), _) => pi,
-        (None, Some(charge)) => match object_of(&shared, "charge", &charge).await {
+        (None, Some(charge)) => match object_of(shared, "charge", &charge).await {
             Ok(c) => c["payment_intent"].as_str().unwrap_or_default().to_string(),
             Err(r) => return r,
         },
-        // The simulator lists refunds per payment only (all oncehook asks for).
         (None, None) => {
             return error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 Some("parameter_missing"),
                 Some("payment_intent"),
-                "The simulator lists refunds of one payment_intent or charge.",
+                &format!("The simulator lists {kind}s of one payment_intent or charge."),
             )
         }
     };
     let after = match get("starting_after") {
-        Some(id) => match object_of(&shared, "refund", &id).await {
-            Ok(r) => Some((r["created"].as_i64().unwrap_or(0), id)),
+        Some(id) => match object_of(shared, kind, &id).await {
+            Ok(o) => Some((o["created"].as_i64().unwrap_or(0), id)),
             Err(r) => return r,
         },
         None => None,
     };
-    match shared.db.children("refund", &pi, after, limit + 1).await {
-        Ok(mut refunds) => {
-            let more = refunds.len() as i64 > limit;
-            refunds.truncate(limit as usize);
-            list(refunds, more, "/v1/refunds")
+    match shared.db.children(kind, &pi, after, limit + 1).await {
+        Ok(mut objects) => {
+            let more = objects.len() as i64 > limit;
+            objects.truncate(limit as usize);
+            list(objects, more, &format!("/v1/{kind}s"))
         }
         Err(e) => internal(e),
     }

@@ -24,11 +24,17 @@ pub fn OrderPage() -> impl IntoView {
             .unwrap_or_default()
     });
     let refund = ServerAction::<RefundOrder>::new();
-    let order = Resource::new(move || (id.get(), refund.version().get()), |(id, _)| load_order(id));
+    let order = Resource::new(
+        move || (id.get(), refund.version().get()),
+        |(id, _)| load_order(id),
+    );
     let user = Resource::new(|| (), |_| current_user());
     // `?refund=12.50&reason=…`: the confirmation step of the refund form.
     let asked = Memo::new(move |_| {
-        query.with(|q| q.get("refund").map(|amount| (amount, q.get("reason").unwrap_or_default())))
+        query.with(|q| {
+            q.get("refund")
+                .map(|amount| (amount, q.get("reason").unwrap_or_default()))
+        })
     });
     let (in_flight, set_in_flight) = signal(false);
     refetch_while_in_flight(order, in_flight);
@@ -264,7 +270,10 @@ fn RefundPanel(
         "refund:{}:{}:{}",
         order.order_id,
         order.commands.len() + 1,
-        checked.as_ref().and_then(|c| c.as_ref().ok()).map_or(0, |(m, _)| *m)
+        checked
+            .as_ref()
+            .and_then(|c| c.as_ref().ok())
+            .map_or(0, |(m, _)| *m)
     );
     let error = checked.as_ref().and_then(|c| c.as_ref().err().cloned());
     let confirm = checked.and_then(Result::ok);
