@@ -133,6 +133,17 @@ pub enum OrderCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Withdraw refund command COMMAND_ID of an order before the relay starts sending it
+    /// (audited); refused once it is being sent or over.
+    CancelRefund {
+        order_id: String,
+        command_id: i64,
+        /// Who is doing this (recorded); defaults to $USER@cli.
+        #[arg(long)]
+        actor: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -490,6 +501,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let db = open(&cli.common.settings(None)?).await?;
             let actor = actor_name(actor);
             crate::commands::cli::refund(&db, &order_id, amount, &reason, &actor, json).await
+        }
+        Command::Order {
+            command:
+                OrderCommand::CancelRefund {
+                    order_id,
+                    command_id,
+                    actor,
+                    json,
+                },
+        } => {
+            let db = open(&cli.common.settings(None)?).await?;
+            let actor = actor_name(actor);
+            crate::commands::cli::cancel(&db, &order_id, command_id, &actor, json).await
         }
         Command::Events {
             command:

@@ -490,6 +490,11 @@ async fn the_openapi_document_matches_the_router(kind: Kind) {
             "Resolved",
         ),
         ("post", "/api/v1/orders/{order_id}/refunds", "CommandView"),
+        (
+            "post",
+            "/api/v1/orders/{order_id}/refunds/{command_id}/cancel",
+            "CommandView",
+        ),
     ];
     let paths = doc["paths"].as_object().unwrap();
     let operations: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();

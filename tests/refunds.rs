@@ -33,6 +33,7 @@ use sqlx::Row;
 
 both!(
     the_order_page_refunds_in_two_steps_and_a_double_post_is_one_refund,
+    a_refund_is_cancelled_before_any_send_and_never_after,
     a_request_is_stored_with_its_outbox_row_and_audit_row,
     refusals_store_nothing_and_a_viewer_is_audited,
     operators_asking_at_once_never_exceed_what_was_paid,
@@ -455,6 +456,124 @@ async fn the_order_page_refunds_in_two_steps_and_a_double_post_is_one_refund(kin
         .await
         .unwrap();
     assert_eq!(o.commands.unwrap().unconfirmed, 1);
+    app.shutdown().await;
+}
+
+/// Cancelling a refund before the relay sends it, from the API, the page's form and the
+/// CLI: the command is `cancelled`, its outbox row leaves the queue, what is left to refund
+/// comes back, the cancellation is audited; a viewer is refused and audited; a command
+/// being sent (or over) is refused, with nothing changed.
+async fn a_refund_is_cancelled_before_any_send_and_never_after(kind: Kind) {
+    use app::api::CancelRefund;
+    use leptos::server_fn::ServerFn;
+    let app = paid_app(kind, 4200).await;
+    let first = ask(&app, "ord-1", Some(1500)).await.unwrap();
+    let operator = token(&app, "ops", "operator").await;
+    let viewer = token(&app, "looker", "viewer").await;
+    let cancel = |id: i64, order: &str| format!("/api/v1/orders/{order}/refunds/{id}/cancel");
+    let none = serde_json::json!({});
+
+    let (status, _) = app
+        .api_post(&cancel(first.id, "ord-1"), &viewer, &none)
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = app
+        .api_post(&cancel(first.id, "ord-2"), &operator, &none)
+        .await;
+    assert_eq!(status, 404, "not a command of that order");
+    let (status, body) = app
+        .api_post(&cancel(first.id, "ord-1"), &operator, &none)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["state"], "cancelled");
+    let (status, body) = app
+        .api_post(&cancel(first.id, "ord-1"), &operator, &none)
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cancelled"),
+        "{body}"
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM outbox WHERE topic = 'provider_command.refund' AND status = 'cancelled'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM audit_log WHERE action = 'command.cancel'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM audit_log WHERE action = 'command.cancel.refused'")
+            .await,
+        1
+    );
+    // What was asked for is free again: all of it can be asked for now.
+    let all = ask(&app, "ord-1", None).await.unwrap();
+    assert_eq!(all.amount, 4200);
+
+    // The page's form (no JavaScript: a redirect back to the order).
+    let cookie = app.sign_in("otto", Role::Operator).await;
+    let (_, html) = app.page("/orders/ord-1", &cookie).await;
+    assert!(html.contains("Cancel this refund"), "{html}");
+    let id = all.id.to_string();
+    let (status, _) = app
+        .post_form(
+            CancelRefund::PATH,
+            &cookie,
+            Some("/orders/ord-1"),
+            &[("order_id", "ord-1"), ("command_id", &id)],
+        )
+        .await;
+    assert!((300..400).contains(&status), "{status}");
+    let (_, html) = app.page("/orders/ord-1", &cookie).await;
+    assert!(!html.contains("id=\"order-pending\""), "nothing in flight");
+
+    // The CLI, and a command the relay is sending: refused, nothing changes.
+    let third = ask(&app, "ord-1", Some(100)).await.unwrap();
+    sqlx::query("UPDATE outbox SET status = 'processing', attempts = 1 WHERE id = (SELECT outbox_id FROM provider_commands WHERE id = $1)")
+        .bind(third.id)
+        .execute(app.db.writer())
+        .await
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .args(["order", "cancel-refund", "ord-1", &third.id.to_string()])
+        .args(["--database-url", &app.db_handle.url])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("can no longer be cancelled"), "{stderr}");
+    let state: String = sqlx::query_scalar("SELECT state FROM provider_commands WHERE id = $1")
+        .bind(third.id)
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap();
+    assert_eq!(state, "requested");
+    // One the relay has not touched: cancelled by the CLI.
+    let fourth = ask(&app, "ord-1", Some(200)).await.unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .args([
+            "order",
+            "cancel-refund",
+            "ord-1",
+            &fourth.id.to_string(),
+            "--json",
+        ])
+        .args(["--database-url", &app.db_handle.url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cancelled: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cancelled["state"], "cancelled");
     app.shutdown().await;
 }
 

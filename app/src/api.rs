@@ -314,3 +314,14 @@ pub async fn refund_order(
     leptos_axum::redirect(&crate::backend::order_href(&order_id));
     Ok(command)
 }
+
+/// Cancels a refund the relay has not started sending (the pending strip's button).
+#[server]
+pub async fn cancel_refund(
+    order_id: String,
+    command_id: i64,
+) -> Result<crate::backend::CommandView, AppError> {
+    let target = format!("command:{command_id}");
+    let (backend, who) = signed_in_as::<Operator>("command.cancel", &target).await?;
+    with_status(backend.cancel_command(&who, &order_id, command_id).await)
+}

@@ -106,6 +106,44 @@ pub async fn request_refund_once(
     answer
 }
 
+/// Withdraws a refund of `order_id` the relay has not started sending (operator; audited as
+/// `command.cancel`): `NotFound` for no such command of the order, `Invalid` once it is
+/// being sent or over.
+pub async fn cancel(
+    db: &Db,
+    who: &Operator,
+    order_id: &str,
+    id: i64,
+) -> Result<CommandView, AppError> {
+    let current = commands::get(db, id)
+        .await
+        .map_err(super::backend_error("cancelling a refund"))?
+        .filter(|c| c.order_id == order_id)
+        .ok_or(AppError::NotFound)?;
+    let actor = Actor {
+        name: &who.name,
+        reason: None,
+        source: who.source.as_deref(),
+    };
+    let cancelled = commands::cancel(db, id, &actor, now_ms())
+        .await
+        .map_err(super::backend_error("cancelling a refund"))?;
+    if !cancelled {
+        return Err(AppError::Invalid(format!(
+            "refund command #{id} is {} and can no longer be cancelled: only a request the relay has not started sending can be",
+            match current.state.as_str() {
+                "requested" => "being sent",
+                other => other,
+            }
+        )));
+    }
+    let row = commands::get(db, id)
+        .await
+        .map_err(super::backend_error("cancelling a refund"))?
+        .ok_or(AppError::NotFound)?;
+    Ok(view(row, None))
+}
+
 /// The page of the event that confirmed a command.
 async fn confirmed_href(db: &Db, row: &CommandRow) -> Option<String> {
     let event_id = row.confirmed_event_id.as_ref()?;

@@ -618,6 +618,15 @@ impl AdminBackend for StoreBackend {
         commands::request_refund(&self.db, who, order_id, request).await
     }
 
+    async fn cancel_command(
+        &self,
+        who: &Operator,
+        order_id: &str,
+        id: i64,
+    ) -> Result<app::backend::CommandView, AppError> {
+        commands::cancel(&self.db, who, order_id, id).await
+    }
+
     async fn request_refund_once(
         &self,
         who: &Operator,

@@ -118,6 +118,7 @@ impl IntoResponse for ApiError {
         reconcile::diffs,
         reconcile::resolve,
         refunds::request_refund,
+        refunds::cancel_refund,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
@@ -153,6 +154,10 @@ pub fn router(backend: Arc<dyn AdminBackend>, db: Db) -> Router {
         .route(
             "/api/v1/orders/{order_id}/refunds",
             post(refunds::request_refund),
+        )
+        .route(
+            "/api/v1/orders/{order_id}/refunds/{command_id}/cancel",
+            post(refunds::cancel_refund),
         )
         .route("/api/v1/events", get(handlers::events))
         .route("/api/v1/events/{id}", get(handlers::event))

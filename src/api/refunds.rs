@@ -76,3 +76,44 @@ pub async fn request_refund(
     let command = api.backend.request_refund(&who, &order_id, request).await?;
     Ok((StatusCode::CREATED, Json(command)))
 }
+
+/// Cancel a refund the relay has not started sending (operator; audited as
+/// `command.cancel`). Once it is being sent, or sent, it can only run its course: Stripe
+/// may already have made the refund.
+#[utoipa::path(
+    post,
+    path = "/api/v1/orders/{order_id}/refunds/{command_id}/cancel",
+    tag = "actions",
+    params(
+        OrderPath,
+        ("command_id" = i64, Path, description = "The refund command's id (`commands[].id` of the order)"),
+        IdempotencyKey
+    ),
+    responses(
+        (status = 200, description = "Cancelled: nothing was or will be sent", body = CommandView),
+        (status = 400, description = "The path cannot be read (an order id outside its pattern, a command id that is not a 64-bit integer), or a bad Idempotency-Key", body = ApiError),
+        (status = 401, description = "No live token", body = ApiError,
+         headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
+        (status = 403, description = "The token's role may not cancel", body = ApiError),
+        (status = 404, description = "No such refund command of this order", body = ApiError),
+        (status = 409, description = "A request with this Idempotency-Key is still running", body = ApiError),
+        (status = 413, description = "A body (none is needed) larger than 1 MiB", body = ApiError),
+        (status = 422, description = "The command is being sent or is over (sent, confirmed, failed, cancelled); the Idempotency-Key was used with another request", body = ApiError),
+        (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
+    )
+)]
+pub async fn cancel_refund(
+    State(api): State<ApiState>,
+    Extension(who): Extension<Principal>,
+    ids: Result<Path<(String, i64)>, PathRejection>,
+) -> Result<Json<CommandView>, ApiError> {
+    let (order_id, command_id) = path(ids)?;
+    let who: Operator = api
+        .authorize(who, "command.cancel", &format!("command:{command_id}"))
+        .await?;
+    let command = api
+        .backend
+        .cancel_command(&who, &order_id, command_id)
+        .await?;
+    Ok(Json(command))
+}

@@ -136,6 +136,10 @@ impl AdminBackend for FixedInbox {
         self.refused()
     }
 
+    async fn cancel_command(&self, _: &Operator, _: &str, _: i64) -> Result<CommandView, AppError> {
+        self.refused()
+    }
+
     async fn settings(&self, _: &Viewer) -> Result<SettingsView, AppError> {
         self.not_found()
     }

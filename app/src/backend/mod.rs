@@ -114,6 +114,16 @@ pub trait AdminBackend: Send + Sync + 'static {
         page_key: String,
     ) -> Result<CommandView, AppError>;
 
+    /// Withdraws refund command `id` of `order_id` before the relay starts sending it
+    /// (audited); `NotFound` for no such command of the order, `Invalid` once it is being
+    /// sent or over.
+    async fn cancel_command(
+        &self,
+        who: &Operator,
+        order_id: &str,
+        id: i64,
+    ) -> Result<CommandView, AppError>;
+
     /// The effective configuration, secrets hidden.
     async fn settings(&self, who: &Viewer) -> Result<SettingsView, AppError>;
 

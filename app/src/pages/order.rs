@@ -3,7 +3,7 @@
 //! deliveries, processing, money counted, stale events, outbox messages, dead letters and
 //! redrives.
 
-use crate::api::{current_user, load_order, RefundOrder};
+use crate::api::{current_user, load_order, CancelRefund, RefundOrder};
 use crate::backend::{order_href, OrderDetail, Role, TimelineEntry};
 use crate::components::{ErrorPanel, StatusBadge, Time};
 use crate::format::{money, parse_money, short_timestamp};
@@ -24,9 +24,10 @@ pub fn OrderPage() -> impl IntoView {
             .unwrap_or_default()
     });
     let refund = ServerAction::<RefundOrder>::new();
+    let cancel = ServerAction::<CancelRefund>::new();
     let order = Resource::new(
-        move || (id.get(), refund.version().get()),
-        |(id, _)| load_order(id),
+        move || (id.get(), refund.version().get(), cancel.version().get()),
+        |(id, ..)| load_order(id),
     );
     let user = Resource::new(|| (), |_| current_user());
     // `?refund=12.50&reason=…`: the confirmation step of the refund form.
@@ -44,7 +45,7 @@ pub fn OrderPage() -> impl IntoView {
                 let operator = user.await.ok().flatten().is_some_and(|p| p.role >= Role::Operator);
                 let asked = asked.get();
                 match order.await {
-                    Ok(order) => Either::Left(view! { <OrderView order operator asked refund set_in_flight/> }),
+                    Ok(order) => Either::Left(view! { <OrderView order operator asked refund cancel set_in_flight/> }),
                     Err(error) => Either::Right(view! { <ErrorPanel error/> }),
                 }
             })}
@@ -84,6 +85,7 @@ fn OrderView(
     operator: bool,
     asked: Option<(String, String)>,
     refund: ServerAction<RefundOrder>,
+    cancel: ServerAction<CancelRefund>,
     set_in_flight: WriteSignal<bool>,
 ) -> impl IntoView {
     // After it is on the page (an effect: the browser only), so the page's poll knows.
@@ -114,7 +116,7 @@ fn OrderView(
                 <ul>{order.attention.iter().map(|a| view! { <li>{a.clone()}</li> }).collect_view()}</ul>
             </section>
         })}
-        <PendingCommands commands=order.commands.clone()/>
+        <PendingCommands commands=order.commands.clone() order_id=order.order_id.clone() operator cancel/>
         {operator.then(|| view! { <RefundPanel order=order.clone() asked refund/> })}
         <section class="panel" aria-label="Money">
             <dl class="totals">
@@ -187,7 +189,12 @@ fn TimelineItem(entry: TimelineEntry) -> impl IntoView {
 /// much, the key every send carries, and the last answer. Gone once confirmed or failed
 /// (the story keeps them).
 #[component]
-fn PendingCommands(commands: Vec<crate::backend::CommandView>) -> impl IntoView {
+fn PendingCommands(
+    commands: Vec<crate::backend::CommandView>,
+    order_id: String,
+    operator: bool,
+    cancel: ServerAction<CancelRefund>,
+) -> impl IntoView {
     let pending: Vec<_> = commands.into_iter().filter(|c| c.in_flight()).collect();
     (!pending.is_empty()).then(|| {
         view! {
@@ -195,6 +202,7 @@ fn PendingCommands(commands: Vec<crate::backend::CommandView>) -> impl IntoView 
                 <h2>"In flight"</h2>
                 <ul>
                     {pending.into_iter().map(|c| {
+                        let order_id = order_id.clone();
                         let last = c.attempts.last().map(|a| match (&a.error, a.status_code) {
                             (Some(e), _) => format!("last answer: {e}"),
                             (None, Some(code)) => format!("last answer: {code}"),
@@ -212,10 +220,20 @@ fn PendingCommands(commands: Vec<crate::backend::CommandView>) -> impl IntoView 
                                 )}
                                 "Key "<span class="mono">{c.idempotency_key.clone()}</span>
                                 {format!("; {} attempt(s), {last}.", c.attempts.len())}
+                                // Only before any send: once sent, Stripe may have made it.
+                                {(operator && c.state == "requested" && c.attempts.is_empty()).then(|| view! {
+                                    " "
+                                    <ActionForm action=cancel attr:class="inline-form cancel-refund">
+                                        <input type="hidden" name="order_id" value=order_id.clone()/>
+                                        <input type="hidden" name="command_id" value=c.id/>
+                                        <button type="submit" class="button">"Cancel this refund"</button>
+                                    </ActionForm>
+                                })}
                             </li>
                         }
                     }).collect_view()}
                 </ul>
+                {move || cancel.value().get().and_then(|r| r.err()).map(|error| view! { <ErrorPanel error/> })}
             </section>
         }
     })
