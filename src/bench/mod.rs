@@ -6,6 +6,7 @@
 //! (pgbench with scripts/bench/*.sql, a bare SQLite loop). See BENCHMARKS.md.
 
 mod ceiling;
+mod commands;
 mod counters;
 mod dashboard;
 mod diagnose;
@@ -108,7 +109,8 @@ pub enum Step {
     Latency,
     /// 90 % redeliveries from 64 senders.
     Storm,
-    /// Relay deliveries/s to a loopback HTTP sink, and the time to redrive 10,000 dead letters.
+    /// Relay deliveries/s to a loopback HTTP sink, refund commands/s to the simulator's API,
+    /// and the time to redrive 10,000 dead letters.
     Failures,
     /// Kill -9 the binary mid-burst, restart it: seconds until every acknowledged event is applied.
     Recovery,
@@ -753,6 +755,22 @@ async fn bench_database(
             relay.deliveries,
             relay.secs,
             relay.received
+        ));
+        let orders = if ctx.quick { 200 } else { 2_000 };
+        progress(format!(
+            "{label}: relay, refund commands to the simulator's API ({orders} orders)"
+        ));
+        let db = fixtures.fresh(kind, "commands").await?;
+        let run = commands::refunds_throughput(&ctx.base, &db, fixtures.dir(), &ctx.secret, orders)
+            .await?;
+        progress(format!(
+            "  commands: {} orders, {} refunds asked, all sent in {:.2} s ({:.0} commands/s), all confirmed by their webhooks in {:.2} s; {} failed",
+            run.orders,
+            run.commands,
+            run.sent_secs,
+            run.sent_per_sec(),
+            run.confirmed_secs,
+            run.failed
         ));
         let db = fixtures.fresh(kind, "redrive").await?;
         let redrive = failures::redrive_many(&db.url, 10_000).await?;
