@@ -9,7 +9,6 @@ mod common;
 
 use common::fixtures::*;
 use common::{Kind, TestApp};
-use oncehook::store::{now_ms, tokens};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -24,25 +23,6 @@ both!(
     an_ambiguous_api_path_is_a_json_400,
     every_operation_declares_the_errors_it_can_answer,
 );
-
-async fn token(app: &TestApp, role: &str) -> String {
-    let now = now_ms();
-    tokens::create(
-        &app.db,
-        &tokens::NewToken {
-            name: role,
-            role,
-            created_by: "test",
-            maker: tokens::Maker::Shell,
-            now,
-            expires_at: now + 86_400_000,
-        },
-        None,
-    )
-    .await
-    .unwrap()
-    .1
-}
 
 async fn app(kind: Kind) -> TestApp {
     TestApp::spawn_with(kind, |s| {
@@ -98,7 +78,7 @@ async fn get(app: &TestApp, path: &str, token: &str) -> reqwest::Response {
 
 async fn a_limit_outside_its_documented_bounds_is_a_422(kind: Kind) {
     let app = app(kind).await;
-    let viewer = token(&app, "viewer").await;
+    let viewer = app.token("viewer", "viewer").await;
     for (path, max) in [
         ("/api/v1/events", 200_i64),
         ("/api/v1/reconciliation/runs", 500),
@@ -122,7 +102,7 @@ async fn a_limit_outside_its_documented_bounds_is_a_422(kind: Kind) {
 
 async fn an_id_beyond_64_bits_is_a_declared_400(kind: Kind) {
     let app = app(kind).await;
-    let ops = token(&app, "operator").await;
+    let ops = app.token("operator", "operator").await;
     let big = "9223372036854775808";
     for path in [
         format!("/api/v1/events/{big}"),
@@ -167,7 +147,7 @@ async fn an_id_beyond_64_bits_is_a_declared_400(kind: Kind) {
 
 async fn a_post_without_json_content_type_is_a_415(kind: Kind) {
     let app = app(kind).await;
-    let ops = token(&app, "operator").await;
+    let ops = app.token("operator", "operator").await;
     for path in [
         "/api/v1/dead-letters/redrive",
         "/api/v1/dead-letters/1/resolve",
@@ -193,7 +173,7 @@ async fn a_post_without_json_content_type_is_a_415(kind: Kind) {
 
 async fn an_unknown_id_of_an_action_is_a_404(kind: Kind) {
     let app = app(kind).await;
-    let ops = token(&app, "operator").await;
+    let ops = app.token("operator", "operator").await;
     for path in [
         "/api/v1/dead-letters/999/resolve",
         "/api/v1/dead-letters/999/discard",
@@ -205,7 +185,7 @@ async fn an_unknown_id_of_an_action_is_a_404(kind: Kind) {
         assert!(body["error"].is_string(), "{body}");
     }
     // A viewer is refused first, whether or not the thing exists (and it is audited).
-    let viewer = token(&app, "viewer").await;
+    let viewer = app.token("viewer", "viewer").await;
     let (status, _) = app
         .api_post(
             "/api/v1/dead-letters/999/resolve",
@@ -219,7 +199,7 @@ async fn an_unknown_id_of_an_action_is_a_404(kind: Kind) {
 
 async fn filters_are_accepted_exactly_as_their_patterns_say(kind: Kind) {
     let app = app(kind).await;
-    let viewer = token(&app, "viewer").await;
+    let viewer = app.token("viewer", "viewer").await;
     let encode = |s: &str| {
         s.replace('%', "%25")
             .replace('+', "%2B")
@@ -338,7 +318,7 @@ async fn seed(app: &TestApp) -> i64 {
 async fn reasons_and_amounts_are_checked_as_documented(kind: Kind) {
     let app = app(kind).await;
     let dead = seed(&app).await;
-    let ops = token(&app, "operator").await;
+    let ops = app.token("operator", "operator").await;
     let long = "r".repeat(501);
     for reason in [
         "",
@@ -388,7 +368,7 @@ async fn reasons_and_amounts_are_checked_as_documented(kind: Kind) {
 async fn json_integers_may_be_written_with_a_zero_fraction(kind: Kind) {
     let app = app(kind).await;
     let dead = seed(&app).await;
-    let ops = token(&app, "operator").await;
+    let ops = app.token("operator", "operator").await;
     let (status, body) = app
         .api_post(
             "/api/v1/dead-letters/redrive",
@@ -427,7 +407,7 @@ async fn json_integers_may_be_written_with_a_zero_fraction(kind: Kind) {
 
 async fn an_ambiguous_api_path_is_a_json_400(kind: Kind) {
     let app = app(kind).await;
-    let viewer = token(&app, "viewer").await;
+    let viewer = app.token("viewer", "viewer").await;
     for path in [
         "/api/v1/orders/a%2Fb",
         "/api/v1/orders/a%5Cb",

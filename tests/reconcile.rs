@@ -492,15 +492,7 @@ async fn without_auto_fix_diffs_stay_open(kind: Kind) {
     assert_eq!(report.counts.fixed, 0);
     assert_eq!(snapshot(&app.db).await, state, "nothing was ingested");
     // /metrics reads the open diffs and the last success from the database.
-    let metrics = app
-        .http
-        .get(format!("{}/metrics", app.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     let gauge = |name: &str| {
         metrics
             .lines()
@@ -519,8 +511,8 @@ async fn without_auto_fix_diffs_stay_open(kind: Kind) {
     assert!(gauge("oncehook_reconciliation_last_success_age_seconds").is_some());
     assert!(metrics.contains("oncehook_reconciliation_runs_total"));
     // The same through /api/v1, as a script reads and acts.
-    let viewer = api_token(&app, "script", "viewer").await;
-    let operator = api_token(&app, "oncall", "operator").await;
+    let viewer = app.token("script", "viewer").await;
+    let operator = app.token("oncall", "operator").await;
     let get = |path: String, token: String| {
         let http = app.http.clone();
         let url = format!("{}{path}", app.url);
@@ -688,26 +680,6 @@ async fn one_run_at_a_time(kind: Kind) {
     assert_eq!(reconcile(&a, false).await.status, "succeeded");
     drained(&app).await;
     app.shutdown().await;
-}
-
-async fn api_token(app: &TestApp, name: &str, role: &str) -> String {
-    use oncehook::store::tokens;
-    let now = oncehook::store::now_ms();
-    tokens::create(
-        &app.db,
-        &tokens::NewToken {
-            name,
-            role,
-            created_by: "test",
-            maker: tokens::Maker::Shell,
-            now,
-            expires_at: now + 86_400_000,
-        },
-        None,
-    )
-    .await
-    .unwrap()
-    .1
 }
 
 #[test]
@@ -942,7 +914,7 @@ async fn the_page_runs_fixes_and_resolves(kind: Kind) {
     }
 
     // The overview counts what is open, and the last successful run.
-    let token = api_token(&app, "kpis", "viewer").await;
+    let token = app.token("kpis", "viewer").await;
     let (_, overview) = app.api_get("/api/v1/overview?range=1h", Some(&token)).await;
     let open_now = app
         .count("SELECT COUNT(*) FROM reconciliation_diffs WHERE state = 'open'")

@@ -429,15 +429,7 @@ async fn the_order_page_refunds_in_two_steps_and_a_double_post_is_one_refund(kin
         (1, 0, 0, 0)
     );
     assert!(c.oldest_in_flight_age_secs.is_some());
-    let metrics = app
-        .http
-        .get(format!("{}/metrics", app.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains("oncehook_provider_commands{state=\"requested\"} 1"),
         "{metrics}"
@@ -468,8 +460,8 @@ async fn a_refund_is_cancelled_before_any_send_and_never_after(kind: Kind) {
     use leptos::server_fn::ServerFn;
     let app = paid_app(kind, 4200).await;
     let first = ask(&app, "ord-1", Some(1500)).await.unwrap();
-    let operator = token(&app, "ops", "operator").await;
-    let viewer = token(&app, "looker", "viewer").await;
+    let operator = app.token("ops", "operator").await;
+    let viewer = app.token("looker", "viewer").await;
     let cancel = |id: i64, order: &str| format!("/api/v1/orders/{order}/refunds/{id}/cancel");
     let none = serde_json::json!({});
 
@@ -949,30 +941,11 @@ async fn a_permanent_refusal_is_a_dead_letter_and_a_redrive_reuses_the_key(kind:
     w.app.shutdown().await;
 }
 
-async fn token(app: &TestApp, name: &str, role: &str) -> String {
-    let now = oncehook::store::now_ms();
-    oncehook::store::tokens::create(
-        &app.db,
-        &oncehook::store::tokens::NewToken {
-            name,
-            role,
-            created_by: "test",
-            maker: oncehook::store::tokens::Maker::Shell,
-            now,
-            expires_at: now + 86_400_000,
-        },
-        None,
-    )
-    .await
-    .unwrap()
-    .1
-}
-
 async fn the_api_asks_for_a_refund_and_the_order_json_carries_it(kind: Kind) {
     let w = world(kind, |_| {}).await;
     let (order, pi, paid) = w.paid_order().await;
-    let operator = token(&w.app, "ops", "operator").await;
-    let viewer = token(&w.app, "support", "viewer").await;
+    let operator = w.app.token("ops", "operator").await;
+    let viewer = w.app.token("support", "viewer").await;
     let url = format!("{}/api/v1/orders/{order}/refunds", w.app.url);
     let post = |token: String, body: serde_json::Value| {
         let request = w.app.http.post(&url).bearer_auth(token).json(&body);

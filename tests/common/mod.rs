@@ -322,6 +322,38 @@ impl TestApp {
         session_cookie(response.headers()).expect("a session cookie")
     }
 
+    /// An API token with `role`, made as `oncehook token add` makes one (valid a day).
+    pub async fn token(&self, name: &str, role: &str) -> String {
+        let now = oncehook::store::now_ms();
+        oncehook::store::tokens::create(
+            &self.db,
+            &oncehook::store::tokens::NewToken {
+                name,
+                role,
+                created_by: "test",
+                maker: oncehook::store::tokens::Maker::Shell,
+                now,
+                expires_at: now + 86_400_000,
+            },
+            None,
+        )
+        .await
+        .unwrap()
+        .1
+    }
+
+    /// `/metrics` as a scraper reads it.
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// An API GET with an optional bearer token: status and JSON body.
     pub async fn api_get(&self, path: &str, token: Option<&str>) -> (reqwest::StatusCode, Value) {
         let mut request = self.http.get(format!("{}{path}", self.url));
