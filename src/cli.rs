@@ -52,8 +52,6 @@ pub enum Command {
         #[command(subcommand)]
         command: OrderCommand,
     },
-    /// Measure ingest and processing against the real HTTP receiver (see BENCHMARKS.md).
-    Bench(crate::bench::BenchArgs),
     /// The dead-letter queue: list, inspect, redrive, resolve, discard.
     Dlq {
         #[command(subcommand)]
@@ -393,7 +391,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             server.run_until(stop).await
         }
-        Command::Bench(args) => crate::bench::run(args, &cli.common).await,
         Command::Simulate(args) => crate::simulator::cli::run(args).await,
         Command::User { command } => {
             let settings = cli.common.settings(None)?;

@@ -3,7 +3,6 @@ pub mod admin;
 pub mod alerts;
 pub mod api;
 pub mod auth;
-pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod config;

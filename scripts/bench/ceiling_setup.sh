@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs both processing ceilings (one event per transaction: pg_process.sql; set-based
 # batches: pg_process_batch.sql) on a database of their own with oncehook's schema, as
-# `oncehook bench --steps ceilings` prepares it: claimed inbox rows with ~2.6 KB bodies.
+# `oncehook-bench --steps ceilings` prepares it: claimed inbox rows with ~2.6 KB bodies.
 #   scripts/bench/ceiling_setup.sh [ADMIN_URL] [SECONDS]
 # Prints tx/s and events/s per script and batch size; drops its database at the end.
 set -eu

@@ -4,7 +4,7 @@
 -- committed on its own). This is the fastest way to store events one per transaction;
 -- oncehook's receiver is expected to beat it by batching concurrent requests.
 --
--- `oncehook bench` runs it with pgbench against a fresh database with the oncehook schema:
+-- `oncehook-bench` runs it with pgbench against a fresh database with the oncehook schema:
 --   pgbench -n -M prepared -f scripts/bench/pg_ingest.sql -c 16 -j 2 -T 5 \
 --     -D body="$(cat event.json)" -D body_sha256=<hex> postgres://postgres@127.0.0.1/DB
 -- :body is the same ~2.6 KB Stripe event the HTTP benchmark sends (bytea input; it must

@@ -7,7 +7,7 @@
 --   twice (payment.recorded, order.paid) → INSERT payment_refs → UPDATE inbox_events (file
 --   the event, fenced on the claim).
 --
--- It needs inbox rows to file: `oncehook bench` fills inbox_events with claimed rows
+-- It needs inbox rows to file: `oncehook-bench` fills inbox_events with claimed rows
 -- (status 'processing', attempts 1, ids 1..N, the same ~2.6 KB body) and creates the
 -- sequence bench_inbox_ids, then runs:
 --   pgbench -n -M prepared -f scripts/bench/pg_process.sql -c 4 -j 2 -T 5 \

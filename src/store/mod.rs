@@ -347,7 +347,7 @@ pub async fn autovacuum_warning(db: &Db) -> Option<String> {
 }
 
 /// `$1, $2, …` placeholders for a multi-row VALUES list (works on both backends).
-pub(crate) fn values_list(rows: usize, cols: usize) -> String {
+pub fn values_list(rows: usize, cols: usize) -> String {
     let mut out = String::with_capacity(rows * cols * 5);
     for r in 0..rows {
         if r > 0 {

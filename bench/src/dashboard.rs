@@ -10,9 +10,8 @@ use futures::StreamExt;
 
 use super::fixture::FreshDb;
 use super::load::EventFactory;
-use crate::config::Settings;
-use crate::server;
-use crate::store::Db;
+use oncehook::config::Settings;
+use oncehook::store::Db;
 
 pub struct PageTiming {
     pub label: &'static str,
@@ -128,8 +127,8 @@ async fn multiply(db: &Db, target: i64) -> anyhow::Result<i64> {
 }
 
 async fn sign_in(db: &Db, base: &str) -> anyhow::Result<String> {
-    let passwords = crate::auth::password::Passwords::new(1).await?;
-    crate::auth::admin::add_user(
+    let passwords = oncehook::auth::password::Passwords::new(1).await?;
+    oncehook::auth::admin::add_user(
         db,
         &passwords,
         "bench",
@@ -147,7 +146,7 @@ async fn sign_in(db: &Db, base: &str) -> anyhow::Result<String> {
         .form(&[("username", "bench"), ("password", PASSWORD), ("next", "/")])
         .send()
         .await?;
-    let prefix = format!("{}=", crate::auth::SESSION_COOKIE);
+    let prefix = format!("{}=", oncehook::auth::SESSION_COOKIE);
     response
         .headers()
         .get_all(reqwest::header::SET_COOKIE)
@@ -277,7 +276,7 @@ pub async fn measure(
     requests: usize,
 ) -> anyhow::Result<DashboardRun> {
     let settings = super::fixture::server_settings(base_settings, db, dir, secret, true, true);
-    let server = server::start(settings).await?;
+    let server = crate::child::ChildServer::start(&settings, dir, "dashboard").await?;
     let base = server.url();
     let seeded = Instant::now();
     let factory = EventFactory::new();
@@ -289,16 +288,16 @@ pub async fn measure(
     let events = multiply(&server.db, events).await?;
     let seed_secs = seeded.elapsed().as_secs_f64();
     let cookie = sign_in(&server.db, &base).await?;
-    let now = crate::store::now_ms();
+    let now = oncehook::store::now_ms();
     let mut tokens = Vec::new();
     for i in 0..=CONCURRENT_READS {
-        let (_, token) = crate::store::tokens::create(
+        let (_, token) = oncehook::store::tokens::create(
             &server.db,
-            &crate::store::tokens::NewToken {
+            &oncehook::store::tokens::NewToken {
                 name: &format!("bench-viewer-{i}"),
                 role: "viewer",
                 created_by: "bench",
-                maker: crate::store::tokens::Maker::Shell,
+                maker: oncehook::store::tokens::Maker::Shell,
                 now,
                 expires_at: now + 3_600_000,
             },

@@ -12,7 +12,7 @@ use anyhow::Context;
 
 use super::fixture::FreshDb;
 use super::sys::memory_of;
-use crate::store::{Backend, Db};
+use oncehook::store::{Backend, Db};
 
 /// Orders written per transaction while seeding.
 const CHUNK: i64 = 50_000;
@@ -109,23 +109,21 @@ async fn seed(db: &Db, from: i64, to: i64, now: i64) -> anyhow::Result<()> {
 /// `oncehook verify --json` on `db` in its own process: its report and peak memory.
 async fn run_binary(db: &FreshDb) -> anyhow::Result<(serde_json::Value, Duration, u64)> {
     let started = Instant::now();
-    let child = tokio::process::Command::new(
-        std::env::current_exe().context("locating the oncehook binary")?,
-    )
-    .args([
-        "verify",
-        "--json",
-        "--limit",
-        "10",
-        "--database-url",
-        &db.url,
-    ])
-    .env("RUST_LOG", "warn")
-    .env_remove("ONCEHOOK_CONFIG")
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit())
-    .spawn()
-    .context("starting oncehook verify")?;
+    let child = tokio::process::Command::new(crate::child::binary())
+        .args([
+            "verify",
+            "--json",
+            "--limit",
+            "10",
+            "--database-url",
+            &db.url,
+        ])
+        .env("RUST_LOG", "warn")
+        .env_remove("ONCEHOOK_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting oncehook verify")?;
     let pid = child.id().context("the child's pid")?.to_string();
     let sampler = tokio::spawn(async move {
         let mut peak = 0;
@@ -153,7 +151,7 @@ async fn run_binary(db: &FreshDb) -> anyhow::Result<(serde_json::Value, Duration
 pub async fn measure(db_url: &FreshDb, orders: i64) -> anyhow::Result<VerifyBench> {
     let db = Db::connect(&db_url.url).await?;
     db.migrate().await?;
-    let now = crate::store::now_ms();
+    let now = oncehook::store::now_ms();
     let mut runs = Vec::new();
     let tenth = (orders / 10).max(1);
     let seeding = Instant::now();

@@ -1,11 +1,13 @@
-//! `oncehook bench`: drives the real server (started in this process on a fresh database)
-//! over loopback HTTP with Stripe-signed events and measures, for SQLite and PostgreSQL:
+//! `oncehook-bench`: drives the real server (`oncehook serve`, a child process per step on a
+//! fresh database) over loopback HTTP with Stripe-signed events and measures, for SQLite and PostgreSQL:
 //! ingest throughput and latency at 1, 16 and 64 senders (processor off), processing
 //! throughput on a filled inbox, receipt-to-effect latency at half the peak rate, a 90 %
 //! duplicate storm, and server memory; then compares them with the same run's ceilings
 //! (pgbench with scripts/bench/*.sql, a bare SQLite loop). See BENCHMARKS.md.
 
+mod capacity;
 mod ceiling;
+mod child;
 mod commands;
 mod counters;
 mod dashboard;
@@ -21,19 +23,17 @@ mod verify;
 mod watch;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use clap::Parser;
 use sha2::{Digest, Sha256};
 
-use crate::cli::Common;
-use crate::config::Settings;
-use crate::server::{self, RunningServer};
-use crate::store::Db;
+use child::ChildServer;
 use fixture::{FreshDb, Kind};
 use load::{EventFactory, LoadReport, Pace, Plan};
+use oncehook::config::{Overrides, Settings};
+use oncehook::store::Db;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Which {
@@ -42,8 +42,20 @@ pub enum Which {
     Both,
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "oncehook-bench",
+    version,
+    about = "Measures oncehook (the real binary, one child process per step) over loopback HTTP; see BENCHMARKS.md."
+)]
 pub struct BenchArgs {
+    /// The servers' configuration (batch sizes, writers, workers are the operator's to
+    /// tune); the benchmark sets the database, the port and the provider.
+    #[arg(long, env = "ONCEHOOK_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The `oncehook` binary to measure [default: the one next to this binary].
+    #[arg(long)]
+    pub oncehook_bin: Option<PathBuf>,
     /// Which database(s) to measure.
     #[arg(long, value_enum, default_value_t = Which::Both)]
     pub database: Which,
@@ -76,6 +88,15 @@ pub struct BenchArgs {
     /// what query-planner statistics change.
     #[arg(long)]
     pub analyze_before_processing: bool,
+    /// Seconds each capacity probe offers its rate [default: 60; 5 with --quick].
+    #[arg(long)]
+    pub capacity_window_secs: Option<u64>,
+    /// Probes of the capacity search at most [default: 7; 3 with --quick].
+    #[arg(long)]
+    pub capacity_probes: Option<usize>,
+    /// The capacity search's first rate, events/s [default: the processing step's rate, else 500].
+    #[arg(long)]
+    pub capacity_start: Option<f64>,
     /// Inbox size for the dashboard step [default: 1000000; 50000 with --quick].
     #[arg(long)]
     pub dashboard_events: Option<i64>,
@@ -85,6 +106,10 @@ pub struct BenchArgs {
     /// Deliveries per second in the soak step (a fifth of them redeliveries).
     #[arg(long, default_value_t = 300)]
     pub soak_rate: u64,
+    /// PostgreSQL's `autovacuum` during the soak (ALTER SYSTEM, restored after; needs a
+    /// superuser) [default: as the server has it].
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    pub autovacuum: Option<bool>,
     /// Orders for the verify step [default: 1000000; 20000 with --quick].
     #[arg(long)]
     pub verify_orders: Option<i64>,
@@ -107,6 +132,9 @@ pub enum Step {
     Counters,
     /// Receipt-to-effect latency at half the peak rate.
     Latency,
+    /// The highest offered rate at which, over the window, the backlog stays flat and p99
+    /// receipt → effect stays under 100 ms (receiver and processor in one server).
+    Capacity,
     /// 90 % redeliveries from 64 senders.
     Storm,
     /// Relay deliveries/s to a loopback HTTP sink, refund commands/s to the simulator's API,
@@ -128,6 +156,11 @@ pub enum Step {
 
 /// Ingest concurrency levels.
 const SENDERS: [usize; 3] = [1, 16, 64];
+/// Connections of the capacity probes: enough that the offered rate is not capped by
+/// senders waiting for their answers (64 senders at 45 ms an answer offer 1,400/s at most),
+/// and no more than the server's default `max_connections_per_address` (128): the load
+/// comes from one address.
+const CAPACITY_SENDERS: usize = 128;
 /// Share of redeliveries in the duplicate storm.
 const STORM_REDELIVERIES: f64 = 0.9;
 /// Processing ceiling clients (the server's default worker count).
@@ -145,16 +178,21 @@ struct Ctx {
     pgbench: PathBuf,
     secret: String,
     body0: String,
-    rss_peak: Arc<AtomicU64>,
     dashboard_events: i64,
     soak_secs: u64,
     soak_rate: u64,
+    autovacuum: Option<bool>,
     verify_orders: i64,
+    capacity_window: Duration,
+    capacity_probes: usize,
+    capacity_start: Option<f64>,
 }
 
 /// One ingest level.
 pub struct IngestRun {
     pub senders: usize,
+    /// The processor ran in the same server (else the receiver alone).
+    pub processor: bool,
     pub load: LoadReport,
     pub cpu: sys::CpuUse,
     pub commits: Option<Commits>,
@@ -207,6 +245,19 @@ pub struct Processing {
     pub ok: bool,
 }
 
+impl Latency {
+    /// Seconds of receipt whose p99 was at or over `bound_ms`, and the worst (second, p99).
+    pub fn slow_seconds(&self, bound_ms: u64) -> (usize, Option<(i64, u64)>) {
+        let slow = self
+            .by_second
+            .iter()
+            .filter(|(_, p)| *p >= bound_ms)
+            .count();
+        let worst = self.by_second.iter().copied().max_by_key(|(_, p)| *p);
+        (slow, worst)
+    }
+}
+
 impl Processing {
     pub fn per_sec(&self) -> f64 {
         self.events as f64 / self.elapsed.as_secs_f64().max(1e-9)
@@ -222,6 +273,12 @@ pub struct Latency {
     pub p99_ms: u64,
     pub max_ms: u64,
     pub processed: u64,
+    /// (second of receipt since the timed load started, p99 ms of the events received in it).
+    pub by_second: Vec<(i64, u64)>,
+    /// (ms since the timed load started, events not yet finished), about once a second
+    /// while the senders sent.
+    pub backlog: Vec<(i64, usize)>,
+    pub window_ms: i64,
     /// Events still waiting when the senders stopped.
     pub backlog_at_end: i64,
     pub drained: bool,
@@ -250,6 +307,9 @@ pub enum CeilingKind {
     IngestBatched,
     /// The processing transaction's statements, one event per transaction.
     Processing,
+    /// The same work set-based (pg_process_batch.sql): one statement per table for a batch
+    /// of this many events per transaction; its rate is in events/s.
+    ProcessingBatch(u32),
 }
 
 pub struct Ceiling {
@@ -269,6 +329,9 @@ pub struct DbResults {
     pub processing: Option<Processing>,
     pub counters: Option<counters::Counters>,
     pub latency: Vec<Latency>,
+    /// Every capacity probe, in the order run, and the highest sustained rate.
+    pub capacity: Vec<(Latency, capacity::Verdict)>,
+    pub capacity_rate: Option<f64>,
     pub storm: Option<Storm>,
     pub recovery: Option<recovery::Recovery>,
     pub dashboard: Option<dashboard::DashboardRun>,
@@ -294,7 +357,7 @@ async fn refusal(base_url: &str, requests: usize) -> anyhow::Result<Refusal> {
     let http = reqwest::Client::new();
     let header = format!(
         "t={}{}",
-        crate::store::now_ms() / 1000,
+        oncehook::store::now_ms() / 1000,
         ",v1=".repeat(10_000)
     );
     let body = vec![b'x'; 256 * 1024 - 1];
@@ -331,6 +394,8 @@ impl DbResults {
             processing: None,
             counters: None,
             latency: vec![],
+            capacity: vec![],
+            capacity_rate: None,
             storm: None,
             recovery: None,
             dashboard: None,
@@ -360,6 +425,7 @@ impl DbResults {
     pub fn peak_ingest(&self) -> f64 {
         self.ingest
             .iter()
+            .filter(|r| !r.processor)
             .map(|r| r.load.per_sec())
             .fold(0.0, f64::max)
     }
@@ -371,7 +437,23 @@ fn progress(message: impl AsRef<str>) {
     eprintln!("[bench {t:5.1}s] {}", message.as_ref());
 }
 
-pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    let args = BenchArgs::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    child::set_binary(args.oncehook_bin.clone())?;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(args))
+}
+
+async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let quick = args.quick;
     let duration = Duration::from_secs(args.duration_secs.unwrap_or(if quick { 1 } else { 5 }));
     let events = args.events.unwrap_or(if quick { 2_000 } else { 20_000 });
@@ -399,7 +481,7 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
         ));
     }
 
-    let base = common.settings(None)?;
+    let base = Settings::load(args.config.as_deref(), &Overrides::default())?;
     let factory = EventFactory::new();
     let steps = if args.steps.is_empty() {
         vec![
@@ -408,6 +490,7 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
             Step::Processing,
             Step::Counters,
             Step::Latency,
+            Step::Capacity,
             Step::Storm,
             Step::Failures,
             Step::Recovery,
@@ -428,9 +511,16 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
         pgbench: args.pgbench.clone(),
         secret: format!("whsec_bench_{}", uuid::Uuid::new_v4().simple()),
         body0: factory.body(0),
-        rss_peak: Arc::new(AtomicU64::new(0)),
         soak_secs: args.soak_secs.unwrap_or(if quick { 30 } else { 300 }),
         soak_rate: args.soak_rate,
+        autovacuum: args.autovacuum,
+        capacity_window: Duration::from_secs(
+            args.capacity_window_secs
+                .unwrap_or(if quick { 5 } else { 60 })
+                .max(2),
+        ),
+        capacity_probes: args.capacity_probes.unwrap_or(if quick { 3 } else { 7 }),
+        capacity_start: args.capacity_start,
         verify_orders: args
             .verify_orders
             .unwrap_or(if quick { 20_000 } else { 1_000_000 }),
@@ -439,17 +529,6 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
             .unwrap_or(if quick { 50_000 } else { 1_000_000 }),
     };
 
-    // Peak resident memory, sampled while the server runs.
-    let sampling = Arc::new(AtomicBool::new(true));
-    let sampler = {
-        let (peak, sampling) = (ctx.rss_peak.clone(), sampling.clone());
-        tokio::spawn(async move {
-            while sampling.load(Ordering::Relaxed) {
-                peak.fetch_max(sys::memory().rss_kb, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-    };
     let rss_before_kb = sys::memory().rss_kb;
 
     let mut fixtures = fixture::Fixtures::new(&args.postgres_url, args.dir.as_deref())?;
@@ -466,8 +545,6 @@ pub async fn run(args: BenchArgs, common: &Common) -> anyhow::Result<()> {
         }
     }
     fixtures.cleanup().await;
-    sampling.store(false, Ordering::Relaxed);
-    let _ = sampler.await;
     outcome?;
 
     let info = report::RunInfo {
@@ -527,8 +604,8 @@ async fn bench_database(
             }
         }
     }
-    // The peak RSS figure is the server's, not the ceilings'.
-    ctx.rss_peak.store(0, Ordering::Relaxed);
+    // The peak RSS figure is the servers' (each in its own process), not the ceilings'.
+    child::reset_peak_kb();
 
     if on(Step::Ingest) {
         progress(format!("{label}: ingest through the server, processor off"));
@@ -588,6 +665,7 @@ async fn bench_database(
             ));
             r.ingest.push(IngestRun {
                 senders,
+                processor: false,
                 load,
                 cpu,
                 commits,
@@ -608,13 +686,52 @@ async fn bench_database(
         ));
         r.refusal = Some(refused);
         server.shutdown().await?;
+
+        progress(format!(
+            "{label}: ingest at 64 senders with the processor on"
+        ));
+        let db = fixtures.fresh(kind, "ingest-processing").await?;
+        let server = start(ctx, fixtures, &db, true, true).await?;
+        let cpu = sys::cpu_snapshot();
+        let load = load::drive(
+            plan(
+                ctx,
+                &server,
+                &factory,
+                64,
+                0,
+                0.0,
+                Pace::AsFastAsPossible {
+                    duration: ctx.duration,
+                },
+            ),
+            ctx.client_threads,
+        )
+        .await?;
+        let cpu = cpu.since_with_client(load.client_cpu_secs);
+        server.shutdown().await?;
+        progress(format!(
+            "  64 senders, processor on: {:.0} events/s, p99 {:.2} ms (cores: server {:.2}, \
+             client {:.2}, PostgreSQL {:.2})",
+            load.per_sec(),
+            load.p_ms(0.99),
+            cpu.server,
+            cpu.client,
+            cpu.postgres
+        ));
+        r.ingest.push(IngestRun {
+            senders: 64,
+            processor: true,
+            load,
+            cpu,
+            commits: None,
+        });
     }
 
     // 2. Processing: its ceiling, then a full inbox and the workers alone.
     if on(Step::Ceilings) {
-        let rss = ctx.rss_peak.load(Ordering::Relaxed);
         progress(format!("{label}: processing ceiling"));
-        let ceiling_rows = 8_000 * ctx.duration.as_secs() + 2_000;
+        let ceiling_rows = 16_000 * ctx.duration.as_secs() + 2_000;
         let db = fixtures.fresh(kind, "process-ceiling").await?;
         if kind == Kind::Postgres {
             migrate(&db).await?;
@@ -658,7 +775,41 @@ async fn bench_database(
             rate,
             cpu,
         });
-        ctx.rss_peak.store(rss, Ordering::Relaxed);
+        if kind == Kind::Postgres {
+            let batches: &[u32] = if ctx.quick { &[32] } else { &[32, 128] };
+            for &batch in batches {
+                let db = fixtures.fresh(kind, "process-ceiling").await?;
+                migrate(&db).await?;
+                ceiling::prepare_pg_processing(&db.url, ceiling_rows, ctx.body0.as_bytes()).await?;
+                let cpu = sys::cpu_snapshot();
+                let run = ceiling::pgbench(
+                    &ctx.pgbench,
+                    fixtures.dir(),
+                    ("pg_process_batch.sql", ceiling::PG_PROCESS_BATCH),
+                    &db.url,
+                    PROCESS_CLIENTS,
+                    ctx.duration,
+                    &[
+                        ("payload", &ceiling::outbox_payload()),
+                        ("batch", &batch.to_string()),
+                    ],
+                )
+                .await?;
+                let cpu = cpu.since();
+                let rate = run.tps * f64::from(batch);
+                progress(format!(
+                    "  set-based, {batch} events per transaction, {PROCESS_CLIENTS} clients: \
+                     {rate:.0} events/s (cores: everything else {:.2})",
+                    cpu.other
+                ));
+                r.ceilings.push(Ceiling {
+                    kind: CeilingKind::ProcessingBatch(batch),
+                    clients: PROCESS_CLIENTS,
+                    rate,
+                    cpu,
+                });
+            }
+        }
     }
     if on(Step::Processing) {
         progress(format!(
@@ -726,9 +877,79 @@ async fn bench_database(
             progress(format!(
                 "{label}: receipt-to-effect latency at {rate:.0} events/s ({what})"
             ));
-            r.latency
-                .push(latency(ctx, fixtures, kind, what, rate.max(1.0)).await?);
+            r.latency.push(
+                latency(
+                    ctx,
+                    fixtures,
+                    kind,
+                    what,
+                    rate.max(1.0),
+                    ctx.duration.max(Duration::from_secs(2)),
+                    64,
+                )
+                .await?,
+            );
         }
+    }
+
+    if on(Step::Capacity) {
+        let start = ctx.capacity_start.unwrap_or_else(|| {
+            r.processing
+                .as_ref()
+                .map_or(500.0, |p| p.per_sec().max(50.0))
+        });
+        let mut search = capacity::Search::new(start, ctx.capacity_probes);
+        while let Some(rate) = search.next_rate() {
+            progress(format!(
+                "{label}: capacity probe at {rate:.0} events/s for {} s",
+                ctx.capacity_window.as_secs()
+            ));
+            let probe = latency(
+                ctx,
+                fixtures,
+                kind,
+                "capacity".into(),
+                rate,
+                ctx.capacity_window,
+                CAPACITY_SENDERS,
+            )
+            .await?;
+            let verdict = capacity::verdict(&probe);
+            let (slow, worst) = probe.slow_seconds(capacity::P99_BOUND_MS);
+            progress(format!(
+                "  {} of {} seconds had p99 ≥ {} ms; worst second {}",
+                slow,
+                probe.by_second.len(),
+                capacity::P99_BOUND_MS,
+                worst.map_or("-".into(), |(s, p)| format!("{s} s in: p99 {p} ms"))
+            ));
+            progress(format!(
+                "  {}: backlog {:.0} → {:.0}, p99 {} ms{}",
+                if verdict.sustained {
+                    "sustained"
+                } else {
+                    "NOT sustained"
+                },
+                verdict.backlog_early,
+                verdict.backlog_late,
+                probe.p99_ms,
+                if verdict.sustained {
+                    String::new()
+                } else {
+                    format!(" ({})", verdict.reason)
+                }
+            ));
+            search.record(rate, verdict.sustained);
+            r.capacity.push((probe, verdict));
+        }
+        r.capacity_rate = search.capacity();
+        progress(format!(
+            "  capacity: {}",
+            r.capacity_rate
+                .map_or("no probed rate was sustained".into(), |c| format!(
+                    "{c:.0} events/s"
+                ))
+        ));
     }
 
     // 4. Duplicate storm, processor on.
@@ -739,7 +960,7 @@ async fn bench_database(
         ));
         r.storm = Some(storm(ctx, fixtures, kind).await?);
     }
-    r.rss_peak_kb = ctx.rss_peak.load(Ordering::Relaxed);
+    r.rss_peak_kb = child::peak_kb();
 
     // 5. Failure handling: the relay and bulk redrive.
     if on(Step::Failures) {
@@ -843,18 +1064,32 @@ async fn bench_database(
             "{label}: soak, the real binary at {rate} deliveries/s for {secs} s"
         ));
         let db = fixtures.fresh(kind, "soak").await?;
-        let soak = soak::run(&db, fixtures.dir(), &ctx.secret, secs, rate).await?;
-        let (warm, late) = soak.warm_and_late_kb();
+        let soak = soak::run(
+            &ctx.base,
+            &db,
+            fixtures.dir(),
+            &ctx.secret,
+            secs,
+            rate,
+            ctx.autovacuum,
+        )
+        .await?;
+        let (first, last) = soak.throughput_first_last();
+        let (p99_first, p99_last, p99_max) = soak.p99_first_last_max();
         progress(format!(
-            "  VmRSS: {} KiB at the start, {warm:.0} KiB (second quarter), {late:.0} KiB (last \
-             quarter), {} KiB at most; {:+.0} KiB/min over the second half; {} acknowledged, \
-             {} events, {} effects",
+            "  autovacuum {}: applied {first:.0}/s in the first steady minute, {last:.0}/s in the \
+             last; p99 {p99_first} → {p99_last} ms (worst minute {p99_max} ms, {:+.2} ms/min); \
+             VmRSS {} KiB at the start, {} KiB at most, {:+.0} KiB/min over the second half; \
+             {} acknowledged, {} events, {} effects — {}",
+            soak.autovacuum,
+            soak.p99_slope_ms_per_min(),
             soak.first_kb(),
             soak.max_kb(),
             soak.late_slope_kb_per_min(),
             soak.acked,
             soak.distinct,
-            soak.effects
+            soak.effects,
+            if soak.flat() { "flat" } else { "NOT FLAT" }
         ));
         r.soak = Some(soak);
     }
@@ -926,7 +1161,7 @@ async fn bench_database(
 
 fn plan(
     ctx: &Ctx,
-    server: &RunningServer,
+    server: &ChildServer,
     factory: &EventFactory,
     senders: usize,
     first_new: u64,
@@ -951,7 +1186,7 @@ async fn start(
     db: &FreshDb,
     receiver: bool,
     processor: bool,
-) -> anyhow::Result<RunningServer> {
+) -> anyhow::Result<ChildServer> {
     let settings = fixture::server_settings(
         &ctx.base,
         db,
@@ -960,7 +1195,7 @@ async fn start(
         receiver,
         processor,
     );
-    server::start(settings)
+    ChildServer::start(&settings, fixtures.dir(), "server")
         .await
         .context("starting the server under test")
 }
@@ -974,8 +1209,8 @@ async fn migrate(db: &FreshDb) -> anyhow::Result<()> {
 
 async fn database_version(db: &Db) -> String {
     let sql = match db.backend {
-        crate::store::Backend::Postgres => "SELECT version()",
-        crate::store::Backend::Sqlite => "SELECT 'SQLite ' || sqlite_version()",
+        oncehook::store::Backend::Postgres => "SELECT version()",
+        oncehook::store::Backend::Sqlite => "SELECT 'SQLite ' || sqlite_version()",
     };
     sqlx::query_scalar::<_, String>(sql)
         .fetch_one(db.reader())
@@ -1132,6 +1367,8 @@ async fn latency(
     kind: Kind,
     label: String,
     rate: f64,
+    duration: Duration,
+    senders: usize,
 ) -> anyhow::Result<Latency> {
     let db = fixtures.fresh(kind, "latency").await?;
     let factory = EventFactory::new();
@@ -1157,16 +1394,16 @@ async fn latency(
     .await?;
     wait_drained(&server.db, Duration::from_secs(30)).await?;
     let warm_up_rows = count(&server.db, "SELECT COALESCE(MAX(id), 0) FROM inbox_events").await?;
-    let duration = ctx.duration.max(Duration::from_secs(2));
     let stop_watching = tokio_util::sync::CancellationToken::new();
     let watcher = watch::spawn(server.db.clone(), warm_up_rows, stop_watching.clone());
     let cpu = sys::cpu_snapshot();
+    let load_started_ms = oncehook::store::now_ms();
     let load = load::drive(
         plan(
             ctx,
             &server,
             &factory,
-            64,
+            senders,
             warm_up.next_new,
             0.0,
             Pace::Rate {
@@ -1178,14 +1415,16 @@ async fn latency(
     )
     .await?;
     let cpu = cpu.since_with_client(load.client_cpu_secs);
+    let window_ms = duration.as_millis() as i64;
     let backlog_at_end = count(&server.db, PENDING).await?;
     let drained = wait_drained(&server.db, Duration::from_secs(30)).await?;
     stop_watching.cancel();
-    let rows = watcher.await.context("the effect watcher panicked")??;
+    let watched = watcher.await.context("the effect watcher panicked")??;
     server.shutdown().await?;
+    let by_second = watch::p99_by_second(&watched, load_started_ms);
     let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("valid histogram");
-    for ms in &rows {
-        hist.record((*ms).max(0) as u64)
+    for ms in watched.latency_ms() {
+        hist.record(ms.max(0) as u64)
             .context("recording a latency")?;
     }
     progress(format!(
@@ -1201,7 +1440,14 @@ async fn latency(
         p50_ms: hist.value_at_quantile(0.5),
         p99_ms: hist.value_at_quantile(0.99),
         max_ms: hist.max(),
-        processed: rows.len() as u64,
+        processed: watched.latencies.len() as u64,
+        by_second,
+        backlog: watched
+            .backlog
+            .into_iter()
+            .filter(|(at, _)| *at <= window_ms)
+            .collect(),
+        window_ms,
         backlog_at_end,
         drained,
         cpu,

@@ -10,8 +10,8 @@ use rand::{Rng, SeedableRng};
 use super::fixture::FreshDb;
 use super::load::EventFactory;
 use super::sys;
-use crate::store::ingest::{store_receipts, Receipt};
-use crate::store::Db;
+use oncehook::store::ingest::{store_receipts, Receipt};
+use oncehook::store::Db;
 
 pub struct StoreRun {
     pub label: String,
@@ -51,7 +51,7 @@ pub async fn store_direct(
                     Sizes::Fixed(k) => k,
                     Sizes::Varying(max) => rng.gen_range(1..=max),
                 };
-                let now = crate::store::now_ms();
+                let now = oncehook::store::now_ms();
                 let receipts: Vec<Receipt> = (0..size as u64)
                     .map(|i| Receipt {
                         provider: "stripe".into(),

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +15,8 @@ use anyhow::Context;
 use super::fixture::{send_signed, FreshDb, PROVIDER};
 use super::load::EventFactory;
 use super::{count, PENDING};
-use crate::store::Db;
+use crate::child::{free_port, wait_healthy};
+use oncehook::store::Db;
 
 pub struct Recovery {
     /// Events acknowledged before the kill.
@@ -38,15 +39,9 @@ pub struct Recovery {
 
 const SENDERS: usize = 8;
 
-pub(super) fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// A configuration for a child server in its own folder under `dir`: the bench provider,
 /// the relay off.
-pub(super) fn write_config(dir: &Path, step: &str, secret: &str) -> anyhow::Result<PathBuf> {
+fn write_config(dir: &Path, step: &str, secret: &str) -> anyhow::Result<PathBuf> {
     let data_dir = dir.join(format!("{step}-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&data_dir)?;
     let config = data_dir.join("oncehook.toml");
@@ -61,30 +56,17 @@ pub(super) fn write_config(dir: &Path, step: &str, secret: &str) -> anyhow::Resu
     Ok(config)
 }
 
-pub(super) fn spawn(config: &Path, db: &FreshDb, port: u16) -> anyhow::Result<Child> {
-    Command::new(std::env::current_exe().context("locating the oncehook binary")?)
+fn spawn(config: &Path, db: &FreshDb, port: u16) -> anyhow::Result<Child> {
+    crate::child::command()
         .args(["serve", "--config"])
         .arg(config)
         .args(["--database-url", &db.url, "--listen"])
         .arg(format!("127.0.0.1:{port}"))
-        .env("RUST_LOG", "warn")
+        .env_remove("ONCEHOOK_CONFIG")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .context("starting oncehook serve")
-}
-
-pub(super) async fn wait_healthy(http: &reqwest::Client, base: &str) -> anyhow::Result<()> {
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(30) {
-        if let Ok(r) = http.get(format!("{base}/healthz")).send().await {
-            if r.status().is_success() {
-                return Ok(());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    anyhow::bail!("the server at {base} did not become healthy within 30 s")
 }
 
 /// Sends `burst` distinct events from 8 senders, kills the server after `kill_after`

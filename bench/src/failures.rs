@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::alerts::Alerter;
-use crate::config::{Providers, Settings, SinkKind, SinkSettings};
-use crate::relay::{sinks::Sinks, Delivered, Relay};
-use crate::store::dead_letters::{Actor, DeadLetterFilter};
-use crate::store::{now_ms, values_list, Db};
+use oncehook::alerts::Alerter;
+use oncehook::config::{Providers, Settings, SinkKind, SinkSettings};
+use oncehook::relay::{sinks::Sinks, Delivered, Relay};
+use oncehook::store::dead_letters::{Actor, DeadLetterFilter};
+use oncehook::store::{now_ms, values_list, Db};
 
 #[derive(Clone, Debug)]
 pub struct RelayRun {
@@ -185,7 +185,7 @@ pub async fn redrive_many(url: &str, items: u64) -> anyhow::Result<RedriveRun> {
         source: None,
     };
     let started = Instant::now();
-    let results = crate::redrive::redrive(
+    let results = oncehook::redrive::redrive(
         &db,
         &providers,
         &DeadLetterFilter::default(),

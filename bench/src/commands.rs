@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::fixture::{server_settings, FreshDb};
-use crate::config::Settings;
-use crate::signature::SchemeKind;
-use crate::simulator::run::{Options, Simulation};
-use crate::simulator::scenario::Scenario;
-use crate::simulator::sender::Target;
-use crate::store::commands::{self, NewRefund};
-use crate::store::dead_letters::Actor;
-use crate::store::now_ms;
+use oncehook::config::Settings;
+use oncehook::signature::SchemeKind;
+use oncehook::simulator::run::{Options, Simulation};
+use oncehook::simulator::scenario::Scenario;
+use oncehook::simulator::sender::Target;
+use oncehook::store::commands::{self, NewRefund};
+use oncehook::store::dead_letters::Actor;
+use oncehook::store::now_ms;
 
 const KEY: &str = "sk_test_bench_commands_0123456789";
 
@@ -38,7 +38,7 @@ impl CommandsRun {
     }
 }
 
-async fn count(db: &crate::store::Db, sql: &str) -> anyhow::Result<i64> {
+async fn count(db: &oncehook::store::Db, sql: &str) -> anyhow::Result<i64> {
     Ok(sqlx::query_scalar(sql).fetch_one(db.reader()).await?)
 }
 
@@ -59,8 +59,8 @@ pub async fn refunds_throughput(
     // The relay's own path, sinks included: what is measured.
     settings.outbox.relay.enabled = true;
     settings.reconcile.interval =
-        crate::reconcile::Interval::parse("0").map_err(anyhow::Error::msg)?;
-    let server = crate::server::start(settings)
+        oncehook::reconcile::Interval::parse("0").map_err(anyhow::Error::msg)?;
+    let server = crate::child::ChildServer::start(&settings, dir, "commands")
         .await
         .context("starting the server under test")?;
     let mut scenario = Scenario::builtin("steady").expect("steady is built in");
@@ -86,7 +86,7 @@ pub async fn refunds_throughput(
         }),
     })
     .await?;
-    tokio::spawn(crate::simulator::serve_api(
+    tokio::spawn(oncehook::simulator::serve_api(
         sim.shared.clone(),
         listener,
         std::future::pending(),

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use sqlx::{Connection, Executor};
 
-use crate::config::{ProviderSettings, Settings};
-use crate::signature::SchemeKind;
+use oncehook::config::{ProviderSettings, Settings};
+use oncehook::signature::SchemeKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
@@ -91,7 +91,7 @@ impl Fixtures {
                     .with_context(|| {
                         format!(
                             "connecting to PostgreSQL at {}",
-                            crate::cli::redact_url(&self.postgres_admin_url)
+                            oncehook::config::redact_url(&self.postgres_admin_url)
                         )
                     })?;
                 admin
@@ -189,7 +189,7 @@ pub async fn send_signed(
     body: String,
 ) -> reqwest::Result<reqwest::Response> {
     let signature =
-        crate::signature::stripe::sign(secret, chrono::Utc::now().timestamp(), body.as_bytes());
+        oncehook::signature::stripe::sign(secret, chrono::Utc::now().timestamp(), body.as_bytes());
     http.post(format!("{base}/webhooks/{PROVIDER}"))
         .header("stripe-signature", signature)
         .body(body)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::fixture::Kind;
 use super::sys::CpuUse;
 use super::{Ceiling, CeilingKind, DbResults};
-use crate::config::Settings;
+use oncehook::config::Settings;
 
 pub struct RunInfo<'a> {
     pub machine: Vec<(String, String)>,
@@ -103,8 +103,7 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
         s.processor.claim_batch,
         s.processor
             .events_per_transaction
-            .map_or("auto (SQLite: the claim, PostgreSQL: 1)".into(), |n| n
-                .to_string()),
+            .map_or("auto (the claim)".into(), |n| n.to_string()),
         s.outbox.sinks
     );
     let _ = writeln!(
@@ -121,13 +120,14 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
     );
     let _ = writeln!(
         o,
-        "- CPU columns: cores used by the server (this process minus the load generator) / \
+        "- CPU columns: cores used by the server (the `oncehook serve` child; in the SQLite ceilings, the bench's own loop) / \
          the load generator / PostgreSQL's processes / everything else on the machine \
          (pgbench, the kernel's I/O threads, unrelated load)"
     );
 
     for r in results {
         render_db(&mut o, r);
+        render_soak(&mut o, r);
     }
 
     let _ = writeln!(o, "\n## Targets (issue 2)\n");
@@ -151,7 +151,10 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
     row(
         &mut o,
         "ingest at 64 senders ≥ 60 % of the best one-event-per-transaction ceiling",
-        &|r| match (r.ingest.iter().find(|i| i.senders == 64), r.ceiling_max()) {
+        &|r| match (
+            r.ingest.iter().find(|i| i.senders == 64 && !i.processor),
+            r.ceiling_max(),
+        ) {
             (Some(i), Some(c)) => {
                 let ratio = i.load.per_sec() / c;
                 format!(
@@ -253,6 +256,7 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
             None => "n/a".into(),
         },
     );
+    render_issue_18_targets(&mut o, results);
     let _ = writeln!(
         o,
         "\nRSS before the first server started: {}; VmHWM of the whole run (includes the \
@@ -312,8 +316,9 @@ fn render_db(o: &mut String, r: &DbResults) {
         }
         let _ = writeln!(
             o,
-            "| ingest, {} sender(s), processor off | {} events/s | {} | {} | {} | {} |",
+            "| ingest, {} sender(s), processor {} | {} events/s | {} | {} | {} | {} |",
             i.senders,
+            if i.processor { "on" } else { "off" },
             thousands(rate),
             ms(i.load.p_ms(0.5)),
             ms(i.load.p_ms(0.99)),
@@ -321,7 +326,12 @@ fn render_db(o: &mut String, r: &DbResults) {
             notes
         );
     }
-    if let Some(c) = r.processing_ceiling() {
+    for c in r.ceilings.iter().filter(|c| {
+        matches!(
+            c.kind,
+            CeilingKind::Processing | CeilingKind::ProcessingBatch(_)
+        )
+    }) {
         ceiling_row(o, r.kind, c);
     }
     if let Some(p) = &r.processing {
@@ -364,6 +374,30 @@ fn render_db(o: &mut String, r: &DbResults) {
             super::watch::POLL.as_millis()
         );
     }
+    for (probe, verdict) in &r.capacity {
+        let _ = writeln!(
+            o,
+            "| capacity probe, {}/s offered for {} s, processor on | {} | {} | {} | {} | {:.0}/s acknowledged; backlog {:.0} → {:.0} (first → last quarter); {} |",
+            thousands(probe.offered),
+            probe.window_ms / 1000,
+            if verdict.sustained { "sustained" } else { "not sustained" },
+            ms(probe.p50_ms as f64),
+            ms(probe.p99_ms as f64),
+            cpu(&probe.cpu),
+            probe.load.per_sec(),
+            verdict.backlog_early,
+            verdict.backlog_late,
+            verdict.reason
+        );
+    }
+    if let Some(c) = r.capacity_rate {
+        let _ = writeln!(
+            o,
+            "| **end-to-end capacity** | **{} events/s** | | | | the highest probe with a flat backlog and p99 < {} ms |",
+            thousands(c),
+            super::capacity::P99_BOUND_MS
+        );
+    }
     if let Some(s) = &r.storm {
         let _ = writeln!(
             o,
@@ -392,7 +426,7 @@ fn render_db(o: &mut String, r: &DbResults) {
     }
     let _ = writeln!(
         o,
-        "| peak RSS while the server ran | {} | | | | VmRSS sampled every 50 ms; includes the load generator |",
+        "| peak RSS of the servers (ingest to storm) | {} | | | | the highest VmHWM of the `oncehook serve` children, read just before each was stopped |",
         mib(r.rss_peak_kb)
     );
     if let Some(d) = &r.dashboard {
@@ -429,21 +463,27 @@ fn render_db(o: &mut String, r: &DbResults) {
         );
     }
     if let Some(s) = &r.soak {
-        let (warm, late) = s.warm_and_late_kb();
+        let (first, last) = s.throughput_first_last();
+        let (p99_first, p99_last, p99_max) = s.p99_first_last_max();
         let _ = writeln!(
             o,
-            "| soak: VmRSS of `oncehook serve` over {} s at {} deliveries/s | {} → {} → {} | | | | start → mean of the second quarter → mean of the last quarter; max {}; {:+.0} KiB/min over the second half; {} acknowledged, {} events, {} effects — {} |",
+            "| soak: {} s at {} deliveries/s, autovacuum {} | applied {}/s → {}/s | | {} → {} ms | | first steady minute → last; worst minute p99 {} ms ({:+.2} ms/min); VmRSS {} at the start, {} at most, {:+.0} KiB/min over the second half; {} acknowledged, {} events, {} effects — {} |",
             s.secs,
             s.rate,
+            s.autovacuum,
+            thousands(first),
+            thousands(last),
+            p99_first,
+            p99_last,
+            p99_max,
+            s.p99_slope_ms_per_min(),
             mib(s.first_kb()),
-            mib(warm as u64),
-            mib(late as u64),
             mib(s.max_kb()),
             s.late_slope_kb_per_min(),
             s.acked,
             s.distinct,
             s.effects,
-            mark(s.ok())
+            if s.flat() { "flat" } else { "NOT FLAT" }
         );
     }
     if let Some(v) = &r.verify {
@@ -467,6 +507,144 @@ fn render_db(o: &mut String, r: &DbResults) {
             o,
             "| peak RSS of the server alone (its own process, 8 senders, processor on) | {} | | | | VmHWM of `oncehook serve` just before the kill -9 |",
             mib(c.killed_server_hwm_kb)
+        );
+    }
+}
+
+/// Processing effects/s from a backlog before issue 18 (BENCHMARKS.md, "Processing keeps
+/// up with ingest": the reference run of 2026-11-30, release build, this machine).
+const BEFORE_PROCESSING_POSTGRES: f64 = 1_050.0;
+const BEFORE_PROCESSING_SQLITE: f64 = 1_630.0;
+
+fn render_issue_18_targets(o: &mut String, results: &[DbResults]) {
+    let _ = writeln!(o, "\n## Targets (issue 18)\n");
+    let _ = writeln!(o, "| target | result |\n|---|---|");
+    for r in results {
+        let label = r.kind.label();
+        let pgbench_64 = r
+            .ceilings
+            .iter()
+            .find(|c| c.kind == CeilingKind::Ingest && c.clients == 64)
+            .map(|c| c.rate);
+        let (before, capacity_factor) = match r.kind {
+            Kind::Postgres => (BEFORE_PROCESSING_POSTGRES, 3.0),
+            Kind::Sqlite => (BEFORE_PROCESSING_SQLITE, 2.0),
+        };
+        if let Some(c) = r.capacity_rate.or(if r.capacity.is_empty() {
+            None
+        } else {
+            Some(0.0)
+        }) {
+            let mut verdicts = vec![format!(
+                "≥ {capacity_factor}× {} (processing before) — {}",
+                thousands(before),
+                mark(c >= capacity_factor * before)
+            )];
+            if let (Kind::Postgres, Some(p)) = (r.kind, pgbench_64) {
+                verdicts.push(format!(
+                    "{} of pgbench ingest at 64 clients ({}) — {}",
+                    pct(c / p),
+                    thousands(p),
+                    mark(c >= 0.5 * p)
+                ));
+            }
+            let _ = writeln!(
+                o,
+                "| {label}: end-to-end capacity (backlog flat, p99 < {} ms) | {} events/s; {} |",
+                super::capacity::P99_BOUND_MS,
+                thousands(c),
+                verdicts.join("; ")
+            );
+        }
+        if let (Kind::Postgres, Some(p)) = (r.kind, &r.processing) {
+            let set_based = r
+                .ceilings
+                .iter()
+                .filter(|c| matches!(c.kind, CeilingKind::ProcessingBatch(_)))
+                .map(|c| format!("{} ({:?})", thousands(c.rate), c.kind))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                o,
+                "| {label}: processing from a backlog ≥ 3× {} | {} effects/s = {:.1}× — {}; set-based ceiling {} |",
+                thousands(before),
+                thousands(p.per_sec()),
+                p.per_sec() / before,
+                mark(p.per_sec() >= 3.0 * before && p.ok),
+                if set_based.is_empty() { "not run".into() } else { set_based }
+            );
+        }
+        if let (Some(i), Some(p)) = (
+            r.ingest.iter().find(|i| i.senders == 64 && i.processor),
+            pgbench_64.or(r.ceiling_max()),
+        ) {
+            let ratio = i.load.per_sec() / p;
+            let _ = writeln!(
+                o,
+                "| {label}: ingest at 64 senders with the processor on ≥ 60 % of the one-event-per-transaction ceiling | {} / {} = {} — {} |",
+                thousands(i.load.per_sec()),
+                thousands(p),
+                pct(ratio),
+                mark(ratio >= 0.6)
+            );
+        }
+        if let Some(c) = &r.recovery {
+            let _ = writeln!(
+                o,
+                "| {label}: kill -9 mid-burst, every acknowledged event applied < 2 s after the restart | {:.2} s — {} |",
+                c.applied_secs,
+                mark(c.ok && c.applied_secs < 2.0)
+            );
+        }
+        if r.rss_peak_kb > 0 {
+            let _ = writeln!(
+                o,
+                "| {label}: server RSS < 150 MB | {} peak — {} |",
+                mib(r.rss_peak_kb),
+                mark(r.rss_peak_kb * 1024 < 150_000_000)
+            );
+        }
+        if let Some(s) = &r.soak {
+            let _ = writeln!(
+                o,
+                "| {label}: soak flat ({} s, autovacuum {}) | {} |",
+                s.secs,
+                s.autovacuum,
+                if s.flat() {
+                    "flat — met"
+                } else {
+                    "NOT FLAT — MISSED"
+                }
+            );
+        }
+    }
+}
+
+/// The soak minute by minute.
+fn render_soak(o: &mut String, r: &DbResults) {
+    let Some(s) = &r.soak else { return };
+    let _ = writeln!(
+        o,
+        "\n### {}: soak minute by minute ({} deliveries/s, autovacuum {})\n",
+        r.kind.label(),
+        s.rate,
+        s.autovacuum
+    );
+    let _ = writeln!(
+        o,
+        "| minute | acknowledged/s | applied/s | p50 | p99 | backlog max | VmRSS |\n|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for (i, m) in s.minutes.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} ms | {} ms | {} | {} |",
+            i + 1,
+            thousands(m.acked as f64 / 60.0),
+            thousands(m.applied as f64 / 60.0),
+            m.p50_ms,
+            m.p99_ms,
+            m.backlog_max,
+            mib(m.rss_kb)
         );
     }
 }
@@ -498,6 +676,13 @@ fn ceiling_row(o: &mut String, db: Kind, c: &Ceiling) {
             format!("ceiling: processing transaction, pgbench pg_process.sql, {n} clients"),
             "tx/s",
             "same statements, no claim",
+        ),
+        (_, CeilingKind::ProcessingBatch(batch)) => (
+            format!(
+                "ceiling: processing set-based, pgbench pg_process_batch.sql, {batch} events per transaction, {n} clients"
+            ),
+            "events/s",
+            "one statement per table for the batch",
         ),
         (Kind::Sqlite, CeilingKind::Processing) => (
             "ceiling: processing transaction, bare sqlx loop, 1 connection".to_string(),

@@ -1,10 +1,19 @@
-//! What the machine and this process are doing, read from /proc: memory (the server runs
-//! in this process, so VmRSS is the server's plus the small load generator's) and CPU time
-//! split into load generator, server (everything else in this process) and the rest of the
-//! machine (PostgreSQL, pgbench, and any unrelated load).
+//! What the machine and its processes are doing, read from /proc: memory of a process, and
+//! CPU time split into load generator (this process), server (the `oncehook serve` child
+//! running now, see `set_server_pid`; without one, this process minus its load-generator
+//! threads, as in the bare-loop ceilings) and the rest of the machine (PostgreSQL, pgbench,
+//! and any unrelated load).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
+
+/// The pid of the server child running now (0: none).
+static SERVER_PID: AtomicU32 = AtomicU32::new(0);
+
+pub fn set_server_pid(pid: Option<u32>) {
+    SERVER_PID.store(pid.unwrap_or(0), Ordering::Relaxed);
+}
 
 /// Linux reports CPU times in USER_HZ ticks, 100 per second on every mainstream platform.
 const TICKS_PER_SEC: f64 = 100.0;
@@ -46,6 +55,8 @@ pub struct CpuSnapshot {
     machine_busy: u64,
     machine_total: u64,
     process: u64,
+    /// CPU ticks of the server child, when one runs.
+    server: Option<(u32, u64)>,
     /// CPU ticks of each PostgreSQL server process.
     postgres: HashMap<u32, u64>,
 }
@@ -132,6 +143,12 @@ pub fn cpu_snapshot() -> CpuSnapshot {
         machine_busy: total.saturating_sub(idle),
         machine_total: total,
         process: stat_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()),
+        server: match SERVER_PID.load(Ordering::Relaxed) {
+            0 => None,
+            pid => std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .map(|stat| (pid, stat_ticks(&stat))),
+        },
         postgres: postgres_ticks(),
     }
 }
@@ -164,13 +181,35 @@ impl CpuSnapshot {
             .map(|(pid, t)| t.saturating_sub(self.postgres.get(pid).copied().unwrap_or(0)))
             .sum();
         let postgres = postgres_ticks as f64 / TICKS_PER_SEC / secs;
-        CpuUse {
-            machine,
-            server: (process - client).max(0.0),
-            client,
-            postgres,
-            other: (machine - process).max(0.0),
-            cores,
+        // A server child that started during the interval used all its ticks in it.
+        let server_ticks = match (self.server, now.server) {
+            (Some((pid, before)), Some((pid_now, after))) if pid == pid_now => {
+                Some(after.saturating_sub(before))
+            }
+            (None, Some((_, after))) => Some(after),
+            _ => None,
+        };
+        match server_ticks {
+            // The server is a child: this whole process is the load generator.
+            Some(ticks) => {
+                let server = ticks as f64 / TICKS_PER_SEC / secs;
+                CpuUse {
+                    machine,
+                    server,
+                    client: process,
+                    postgres,
+                    other: (machine - process - server).max(0.0),
+                    cores,
+                }
+            }
+            _ => CpuUse {
+                machine,
+                server: (process - client).max(0.0),
+                client,
+                postgres,
+                other: (machine - process).max(0.0),
+                cores,
+            },
         }
     }
 }

@@ -19,6 +19,7 @@ use super::fixture::FreshDb;
 pub const PG_INGEST: &str = include_str!("../../scripts/bench/pg_ingest.sql");
 pub const PG_INGEST_TX: &str = include_str!("../../scripts/bench/pg_ingest_tx.sql");
 pub const PG_PROCESS: &str = include_str!("../../scripts/bench/pg_process.sql");
+pub const PG_PROCESS_BATCH: &str = include_str!("../../scripts/bench/pg_process_batch.sql");
 
 /// One pgbench run.
 #[derive(Clone, Debug)]
@@ -69,7 +70,16 @@ pub async fn pgbench(
     let mut command = tokio::process::Command::new(program);
     command
         .arg("-n")
-        .args(["-M", "prepared"])
+        // The set-based script creates a temporary table, which prepared mode cannot plan
+        // ahead of.
+        .args([
+            "-M",
+            if script_name.contains("batch") {
+                "extended"
+            } else {
+                "prepared"
+            },
+        ])
         .arg("-f")
         .arg(&path)
         .args(["-c", &clients.to_string()])
@@ -136,7 +146,7 @@ async fn sqlite(db: &FreshDb) -> anyhow::Result<sqlx::SqliteConnection> {
         .connect()
         .await
         .context("opening the SQLite ceiling database")?;
-    sqlx::migrate!("./migrations/sqlite")
+    sqlx::migrate!("../migrations/sqlite")
         .run(&mut conn)
         .await
         .context("migrating the SQLite ceiling database")?;
@@ -174,13 +184,16 @@ pub async fn sqlite_ingest(
     let sha = hex::encode(Sha256::digest(body));
     let inbox_sql = format!(
         "{INBOX_INSERT}{}{INBOX_CONFLICT}",
-        crate::store::values_list(per_tx, 9)
+        oncehook::store::values_list(per_tx, 9)
     );
-    let delivery_sql = format!("{DELIVERY_INSERT}{}", crate::store::values_list(per_tx, 6));
+    let delivery_sql = format!(
+        "{DELIVERY_INSERT}{}",
+        oncehook::store::values_list(per_tx, 6)
+    );
     let start = Instant::now();
     let mut n: u64 = 0;
     while start.elapsed() < duration {
-        let now = crate::store::now_ms();
+        let now = oncehook::store::now_ms();
         let mut tx = conn.begin().await?;
         let mut inbox = sqlx::query(&inbox_sql);
         for i in 0..per_tx as u64 {
@@ -246,7 +259,7 @@ pub async fn sqlite_processing(
     let mut id: i64 = 0;
     while start.elapsed() < duration && (id as u64) < rows {
         id += 1;
-        let now = crate::store::now_ms();
+        let now = oncehook::store::now_ms();
         let order = format!("ord_{id}");
         let pi = format!("pi_{id}");
         let event = format!("evt_{id}");

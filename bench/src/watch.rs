@@ -1,0 +1,100 @@
+//! Receipt-to-effect latency as a reader sees it. The inbox's `processed_at` is stamped
+//! when an event's work starts, before its commit (and, with group commit, before the
+//! commit of the whole group), so it would flatter the numbers. This watcher polls for
+//! newly finished events and stamps each with the time it first became visible.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use oncehook::store::{now_ms, Db};
+
+/// How often the watcher looks: the measured latencies are late by up to this much.
+pub const POLL: Duration = Duration::from_millis(2);
+
+/// What the watcher saw.
+#[derive(Default)]
+pub struct Watched {
+    /// (received at, visible at − received at), milliseconds, for every event seen finished.
+    pub latencies: Vec<(i64, i64)>,
+    /// (milliseconds since the watcher started, events received and not yet finished), about
+    /// once a second: the backlog.
+    pub backlog: Vec<(i64, usize)>,
+}
+
+impl Watched {
+    pub fn latency_ms(&self) -> impl Iterator<Item = i64> + '_ {
+        self.latencies.iter().map(|(_, ms)| *ms)
+    }
+}
+
+/// p99 receipt → effect of the events received in each second since `from_ms`.
+pub fn p99_by_second(watched: &Watched, from_ms: i64) -> Vec<(i64, u64)> {
+    let mut seconds: std::collections::BTreeMap<i64, Vec<u64>> = Default::default();
+    for (received_at, ms) in &watched.latencies {
+        if *received_at >= from_ms {
+            seconds
+                .entry((received_at - from_ms) / 1000)
+                .or_default()
+                .push((*ms).max(0) as u64);
+        }
+    }
+    seconds
+        .into_iter()
+        .map(|(second, mut l)| {
+            l.sort_unstable();
+            let i = ((l.len() as f64 * 0.99).ceil() as usize).clamp(1, l.len()) - 1;
+            (second, l[i])
+        })
+        .collect()
+}
+
+/// Watches inbox rows with `id > after_id` until `stop`, then one last look.
+pub fn spawn(
+    db: Db,
+    after_id: i64,
+    stop: CancellationToken,
+) -> JoinHandle<anyhow::Result<Watched>> {
+    tokio::spawn(async move {
+        // Every row at or below the watermark has been seen finished; rows are read in id
+        // order, so gaps in the ids (rolled-back inserts) do not stall it.
+        let mut watermark = after_id;
+        let mut seen = std::collections::HashSet::new();
+        let mut watched = Watched::default();
+        let started = now_ms();
+        let mut next_sample = started;
+        loop {
+            let last_look = stop.is_cancelled();
+            let rows: Vec<(i64, i64, Option<i64>)> = sqlx::query_as(
+                "SELECT id, received_at, processed_at FROM inbox_events WHERE id > $1 ORDER BY id",
+            )
+            .bind(watermark)
+            .fetch_all(db.reader())
+            .await?;
+            let now = now_ms();
+            let mut contiguous = true;
+            let mut unfinished = 0;
+            for (id, received_at, processed_at) in rows {
+                let finished = processed_at.is_some();
+                if finished && seen.insert(id) {
+                    watched.latencies.push((received_at, now - received_at));
+                }
+                unfinished += usize::from(!finished);
+                contiguous &= finished;
+                if contiguous {
+                    watermark = id;
+                    seen.remove(&id);
+                }
+            }
+            if now >= next_sample {
+                watched.backlog.push((now - started, unfinished));
+                next_sample += 1000;
+            }
+            if last_look {
+                return Ok(watched);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    })
+}
