@@ -16,6 +16,7 @@ both!(
     a_fenced_claim_fails_the_set_based_batch_naming_it,
     a_database_error_in_one_event_of_a_set_based_batch_fails_only_that_event,
     an_aborted_group_transaction_is_reported_not_silently_rolled_back,
+    per_event_and_set_based_workers_on_the_same_orders_never_deadlock,
 );
 
 /// Every kind of outcome, in an order where later events depend on earlier ones.
@@ -297,6 +298,31 @@ fn many_orders() -> Vec<serde_json::Value> {
     events
 }
 
+/// Runs every worker until idle, at once, again and again until no event is open (events
+/// waiting for a retry come due between rounds).
+async fn drain(app: &TestApp, workers: &[std::sync::Arc<oncehook::processor::Processor>]) {
+    for round in 0.. {
+        let tasks: Vec<_> = workers
+            .iter()
+            .map(|p| {
+                let p = p.clone();
+                tokio::spawn(async move { p.run_until_idle().await.unwrap() })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let open = app
+            .count("SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing')")
+            .await;
+        if open == 0 {
+            return;
+        }
+        assert!(round < 2000, "{open} events still open");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 async fn process_many(kind: Kind, mode: Mode, workers: usize) -> (Vec<Vec<String>>, u64, u64) {
     let app = TestApp::spawn_with(kind, |s| {
         configure(s, mode);
@@ -310,25 +336,7 @@ async fn process_many(kind: Kind, mode: Mode, workers: usize) -> (Vec<Vec<String
         assert_eq!(app.post_stripe(&event).await.status(), 200);
     }
     let processor = std::sync::Arc::new(app.processor());
-    for round in 0.. {
-        let tasks: Vec<_> = (0..workers)
-            .map(|_| {
-                let p = processor.clone();
-                tokio::spawn(async move { p.run_until_idle().await.unwrap() })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
-        let open = app
-            .count("SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing')")
-            .await;
-        if open == 0 {
-            break;
-        }
-        assert!(round < 500, "{open} events still open");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    drain(&app, &vec![processor.clone(); workers]).await;
     // What arrival order cannot change.
     let queries = [
         "SELECT order_id, status, currency, amount_paid, amount_refunded, amount_disputed, \
@@ -561,5 +569,71 @@ async fn an_aborted_group_transaction_is_reported_not_silently_rolled_back(kind:
             assert_eq!(kept, 1);
         }
     }
+    app.shutdown().await;
+}
+
+/// The per-event path (one transaction per event; also what a batch falls back to) takes
+/// the order's lock before the effect key, as the set-based path does: a worker of each on
+/// the same orders never waits on the other in a cycle. Before, the per-event path inserted
+/// the key first, so two events of one payment (one effect key, e.g. a resend under a new
+/// event id) taken by a worker of each deadlocked (PostgreSQL).
+async fn per_event_and_set_based_workers_on_the_same_orders_never_deadlock(kind: Kind) {
+    const ORDERS: i64 = 150;
+    let app = TestApp::spawn_with(kind, |s| {
+        configure(s, Mode::SetBased);
+        s.processor.claim_batch = 1;
+        // A failed event retries soon.
+        s.processor.retry.base_ms = 5;
+        s.processor.retry.cap_ms = 20;
+    })
+    .await;
+    // Both announcements of each payment side by side, so workers take them at once.
+    for o in 0..ORDERS {
+        let (order, pi) = (format!("order-{o:03}"), format!("pi_{o:03}"));
+        let pay = payment_intent_succeeded(&format!("evt_p{o}"), &pi, &order, 1000, T10_00 + o);
+        // The same change under a second event id (a provider's resend): one effect key.
+        let again = payment_intent_succeeded(&format!("evt_q{o}"), &pi, &order, 1000, T10_00 + o);
+        assert_eq!(app.post_stripe(&pay).await.status(), 200);
+        assert_eq!(app.post_stripe(&again).await.status(), 200);
+    }
+    let set_based = std::sync::Arc::new(app.processor());
+    let mut per_event_settings = app.settings.clone();
+    configure(&mut per_event_settings, Mode::Savepoints);
+    per_event_settings.processor.events_per_transaction = Some(1);
+    per_event_settings.processor.claim_batch = 1;
+    let per_event = std::sync::Arc::new(common::processor(&app.db, &per_event_settings));
+    let started = std::time::Instant::now();
+    drain(
+        &app,
+        &[
+            set_based.clone(),
+            per_event.clone(),
+            set_based.clone(),
+            per_event.clone(),
+        ],
+    )
+    .await;
+    eprintln!("drained in {:?}", started.elapsed());
+    let deadlocked = app
+        .count(
+            "SELECT COUNT(*) FROM inbox_events WHERE error_history LIKE '%deadlock%' \
+             OR reason LIKE '%deadlock%'",
+        )
+        .await;
+    assert_eq!(deadlocked, 0, "no event of either path met a deadlock");
+    assert_eq!(
+        set_based.batch_conflicts(),
+        0,
+        "no set-based batch deadlocked"
+    );
+    let paid = app
+        .count("SELECT COUNT(*) FROM orders WHERE status = 'paid' AND amount_paid = 1000")
+        .await;
+    assert_eq!(paid, ORDERS, "each order paid once");
+    let effects = app.count("SELECT COUNT(*) FROM processed_effects").await;
+    assert_eq!(
+        effects, ORDERS,
+        "one effect per payment, whichever announcement won"
+    );
     app.shutdown().await;
 }

@@ -367,6 +367,39 @@ pub async fn apply(
     let key = effect_key(event, order_id);
     let mut tx = conn.begin().await?;
 
+    // The order first, then the effect key: the set-based path (store/batch.rs) takes its
+    // locks in that order too, so a worker on this path and one on that never wait on
+    // each other in a cycle. A new order (the common case: its first event) is written
+    // with its final state in one INSERT, and its facts are just this one; otherwise lock
+    // it (and, below, read them all).
+    let change = change_of(event);
+    let first_fact = vec![Fact::new(&change)];
+    let fresh = project(&first_fact);
+    let created = sqlx::query(
+        "INSERT INTO orders (order_id, status, currency, amount_paid, amount_refunded, \
+         amount_disputed, attention, last_event_at, last_event_id, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (order_id) DO NOTHING",
+    )
+    .bind(order_id)
+    .bind(fresh.status.as_str())
+    .bind(&event.currency)
+    .bind(fresh.totals.paid)
+    .bind(fresh.totals.refunded)
+    .bind(fresh.totals.disputed)
+    .bind(attention_json(&fresh)?)
+    .bind(event.occurred_at_ms)
+    .bind(&claim.event_id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    let locked = if created {
+        None
+    } else {
+        Some(lock_order(&mut tx, order_id).await?)
+    };
+
     let won = sqlx::query(
         "INSERT INTO processed_effects (effect_key, transition, order_id, external_ref, provider, \
          event_id, outcome, applied_at) VALUES ($1, $2, $3, $4, $5, $6, 'applied', $7) \
@@ -384,6 +417,14 @@ pub async fn apply(
     .is_some();
 
     if !won {
+        if created {
+            // Cannot happen while effects and orders are kept together (a key names its
+            // order); should it, the duplicate must not leave an order it invented.
+            sqlx::query("DELETE FROM orders WHERE order_id = $1")
+                .bind(order_id)
+                .execute(&mut *tx)
+                .await?;
+        }
         let winner: String =
             sqlx::query("SELECT event_id FROM processed_effects WHERE effect_key = $1")
                 .bind(key.as_str())
@@ -415,56 +456,34 @@ pub async fn apply(
         });
     }
 
-    // A new order (the common case: its first event) is written with its final state in
-    // one INSERT, and its facts are just this one; otherwise lock it and read them all.
-    let change = change_of(event);
-    let first_fact = vec![Fact::new(&change)];
-    let fresh = project(&first_fact);
-    let created = sqlx::query(
-        "INSERT INTO orders (order_id, status, currency, amount_paid, amount_refunded, \
-         amount_disputed, attention, last_event_at, last_event_id, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (order_id) DO NOTHING",
-    )
-    .bind(order_id)
-    .bind(fresh.status.as_str())
-    .bind(&event.currency)
-    .bind(fresh.totals.paid)
-    .bind(fresh.totals.refunded)
-    .bind(fresh.totals.disputed)
-    .bind(attention_json(&fresh)?)
-    .bind(event.occurred_at_ms)
-    .bind(&claim.event_id)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected()
-        == 1;
-    let (before, update, facts, existing) = if created {
-        let before = OrderBefore {
-            status: OrderStatus::Pending,
-            currency: None,
-            last_event_at: None,
-            totals: Totals::default(),
-        };
-        let update = record_change(&mut tx, claim, order_id, &change, now).await?;
-        (before, update, first_fact, Vec::new())
-    } else {
-        let before = lock_order(&mut tx, order_id).await?;
-        if let (Some(order), Some(theirs)) = (&before.currency, &event.currency) {
-            if order != theirs {
-                tx.rollback().await?;
-                return Ok(EffectOutcome::Mismatch {
-                    key: key.to_string(),
-                    reason: format!(
+    let (before, update, facts, existing) = match locked {
+        None => {
+            let before = OrderBefore {
+                status: OrderStatus::Pending,
+                currency: None,
+                last_event_at: None,
+                totals: Totals::default(),
+            };
+            let update = record_change(&mut tx, claim, order_id, &change, now).await?;
+            (before, update, first_fact, Vec::new())
+        }
+        Some(before) => {
+            if let (Some(order), Some(theirs)) = (&before.currency, &event.currency) {
+                if order != theirs {
+                    tx.rollback().await?;
+                    return Ok(EffectOutcome::Mismatch {
+                        key: key.to_string(),
+                        reason: format!(
                         "currency mismatch: order {order_id} is in {order}, the event in {theirs}"
                     ),
-                });
+                    });
+                }
             }
+            let update = record_change(&mut tx, claim, order_id, &change, now).await?;
+            let facts = load_facts(&mut tx, order_id).await?;
+            let existing = load_entries(&mut tx, order_id).await?;
+            (before, update, facts, existing)
         }
-        let update = record_change(&mut tx, claim, order_id, &change, now).await?;
-        let facts = load_facts(&mut tx, order_id).await?;
-        let existing = load_entries(&mut tx, order_id).await?;
-        (before, update, facts, existing)
     };
     let projection = if created { fresh } else { project(&facts) };
     let entries = plan_entries(&facts, &existing);
