@@ -443,27 +443,39 @@ pub struct CommandStats {
 }
 
 pub async fn stats(db: &Db, sent_before: i64) -> anyhow::Result<CommandStats> {
-    let mut by_state = Vec::new();
-    for state in CommandState::ALL {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT CAST(COUNT(*) AS BIGINT) FROM provider_commands WHERE state = $1",
-        )
-        .bind(state.as_str())
-        .fetch_one(db.reader())
-        .await?;
-        by_state.push((state.as_str().to_string(), n));
-    }
-    let oldest_in_flight_at: Option<i64> = sqlx::query_scalar(
-        "SELECT MIN(requested_at) FROM provider_commands WHERE state IN ('requested', 'sent')",
-    )
-    .fetch_one(db.reader())
-    .await?;
-    let sent_too_long: i64 = sqlx::query_scalar(
-        "SELECT CAST(COUNT(*) AS BIGINT) FROM provider_commands WHERE state = 'sent' AND sent_at < $1",
+    // One pass over the table (read at every /metrics scrape and overview): per state its
+    // count, the oldest request still in flight, and sends unconfirmed for too long.
+    let rows = sqlx::query(
+        "SELECT state, CAST(COUNT(*) AS BIGINT), MIN(requested_at), \
+         CAST(SUM(CASE WHEN sent_at < $1 THEN 1 ELSE 0 END) AS BIGINT) \
+         FROM provider_commands GROUP BY state",
     )
     .bind(sent_before)
-    .fetch_one(db.reader())
+    .fetch_all(db.reader())
     .await?;
+    let mut counted = std::collections::HashMap::new();
+    let (mut oldest_in_flight_at, mut sent_too_long) = (None::<i64>, 0);
+    for r in rows {
+        let (state, n, oldest, late): (String, i64, Option<i64>, Option<i64>) =
+            (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?);
+        if state == "requested" || state == "sent" {
+            oldest_in_flight_at = match (oldest_in_flight_at, oldest) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        if state == "sent" {
+            sent_too_long = late.unwrap_or(0);
+        }
+        counted.insert(state, n);
+    }
+    let by_state = CommandState::ALL
+        .iter()
+        .map(|state| {
+            let n = counted.get(state.as_str()).copied().unwrap_or(0);
+            (state.as_str().to_string(), n)
+        })
+        .collect();
     Ok(CommandStats {
         by_state,
         oldest_in_flight_at,
