@@ -20,6 +20,7 @@ both!(
     email_sink_delivers_over_smtp_with_the_key_as_message_id,
     redirects_are_never_followed_and_fail_permanently,
     only_an_excerpt_of_a_sink_response_is_read,
+    a_claim_is_marked_delivered_together_and_a_lost_lease_fails_only_its_row,
 );
 
 const SINK_SECRET: &str = "whsec_c2luay1zZWNyZXQtZm9yLXRlc3RzLTI0Ynl0ZXM=";
@@ -471,6 +472,95 @@ async fn only_an_excerpt_of_a_sink_response_is_read(kind: Kind) {
         !excerpt.is_empty() && excerpt.len() <= 512,
         "{}",
         excerpt.len()
+    );
+    app.shutdown().await;
+}
+
+/// The successful sends of one claim are marked delivered together (one transaction), each
+/// still fenced on its own lease: a row another relay took over during the send is not
+/// marked, the others are, and every attempt is logged.
+async fn a_claim_is_marked_delivered_together_and_a_lost_lease_fails_only_its_row(kind: Kind) {
+    const ORDERS: u32 = 6;
+    let slow = Reply::SucceedSlowly(Duration::from_millis(300));
+    let merchant = Merchant::start(vec![slow; ORDERS as usize]).await;
+    let app = app_with_merchant(kind, &merchant, |s| {
+        if let Some(SinkSettings {
+            kind: SinkKind::Http { timeout_ms, .. },
+            ..
+        }) = s.sinks.get_mut("fulfilment")
+        {
+            *timeout_ms = 5_000;
+        }
+        s.outbox.relay.claim_batch = 16;
+    })
+    .await;
+    for n in 0..ORDERS {
+        pay(&app, 100 + n).await;
+    }
+    let taken_over: i64 =
+        sqlx::query_scalar("SELECT MIN(id) FROM outbox WHERE sink = 'fulfilment'")
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap();
+    let relay = std::sync::Arc::new(app.relay());
+    let running = {
+        let relay = relay.clone();
+        tokio::spawn(async move { relay.run_once().await })
+    };
+    for _ in 0..200 {
+        if !merchant.received().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Another relay claims one row while the sends are under way (its lease ran out).
+    sqlx::query("UPDATE outbox SET attempts = attempts + 1 WHERE id = $1")
+        .bind(taken_over)
+        .execute(app.db.writer())
+        .await
+        .unwrap();
+    let outcomes = running.await.unwrap().unwrap();
+    let delivered = outcomes
+        .iter()
+        .filter(|d| **d == Delivered::Delivered)
+        .count();
+    assert_eq!(
+        (delivered, outcomes.len()),
+        (ORDERS as usize - 1, ORDERS as usize),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes[0],
+        Delivered::Fenced,
+        "the row taken over is first"
+    );
+    let states: Vec<(i64, String, Option<i64>)> = sqlx::query_as(
+        "SELECT id, status, delivered_at FROM outbox WHERE sink = 'fulfilment' ORDER BY id",
+    )
+    .fetch_all(app.db.reader())
+    .await
+    .unwrap();
+    for (id, status, delivered_at) in &states {
+        if *id == taken_over {
+            assert_eq!(
+                (status.as_str(), *delivered_at),
+                ("delivering", None),
+                "not marked"
+            );
+        } else {
+            assert_eq!(status, "delivered");
+            assert!(delivered_at.is_some());
+        }
+    }
+    let logged = app
+        .count(
+            "SELECT COUNT(*) FROM outbox_attempts a JOIN outbox o ON o.id = a.outbox_id \
+             WHERE o.sink = 'fulfilment' AND a.error IS NULL AND a.status_code = 200",
+        )
+        .await;
+    assert_eq!(
+        logged, ORDERS as i64,
+        "every send logged, the fenced one too"
     );
     app.shutdown().await;
 }

@@ -45,6 +45,14 @@ pub enum Delivered {
     Fenced,
 }
 
+/// One send, before the claim's successful sends are marked together.
+enum Attempt {
+    /// The sink took it: to be marked delivered (fenced).
+    Sent(AttemptRecord),
+    /// Settled on its own (retry, dead letter, fenced).
+    Done(Delivered),
+}
+
 impl Relay {
     pub fn new(
         db: Db,
@@ -75,11 +83,58 @@ impl Relay {
         )
         .await?;
         crate::worker::recruit_if_full(&self.wake, items.len(), self.settings.claim_batch);
-        let results = join_all(items.iter().map(|item| {
+        let attempts = join_all(items.iter().map(|item| {
             let span = tracing::info_span!("outbox", id = item.id, sink = %item.sink, correlation_id = %item.correlation_id, attempt = item.attempt);
-            self.deliver(item).instrument(span)
+            self.attempt_logged(item).instrument(span)
         }))
         .await;
+        // The successful sends of the claim are marked together, in one transaction.
+        let sent: Vec<(&OutboxItem, &AttemptRecord)> = items
+            .iter()
+            .zip(&attempts)
+            .filter_map(|(item, a)| match a {
+                Attempt::Sent(record) => Some((item, record)),
+                Attempt::Done(_) => None,
+            })
+            .collect();
+        let marked = match outbox::mark_delivered(&self.db, &sent, now_ms()).await {
+            Ok(marked) => marked,
+            Err(error) => {
+                // Database trouble while recording: the leases expire and the rows are
+                // sent again, with the same keys.
+                warn!(
+                    error = format!("{error:#}"),
+                    class = classify_db_error(&error).as_str(),
+                    rows = sent.len(),
+                    "relay bookkeeping failed"
+                );
+                Default::default()
+            }
+        };
+        let results = items
+            .iter()
+            .zip(attempts)
+            .map(|(item, attempt)| {
+                let delivered = match attempt {
+                    Attempt::Done(d) => d,
+                    Attempt::Sent(record) if marked.contains(&item.id) => {
+                        info!(outbox_id = item.id, sink = %item.sink, correlation_id = %item.correlation_id, duration_ms = record.duration_ms, "delivered");
+                        Delivered::Delivered
+                    }
+                    Attempt::Sent(_) => Delivered::Fenced,
+                };
+                crate::metrics::relayed(
+                    &item.sink,
+                    match delivered {
+                        Delivered::Delivered => "delivered",
+                        Delivered::RetryLater { .. } => "retry",
+                        Delivered::DeadLettered => "dead",
+                        Delivered::Fenced => "fenced",
+                    },
+                );
+                delivered
+            })
+            .collect();
         Ok(results)
     }
 
@@ -95,23 +150,9 @@ impl Relay {
         }
     }
 
-    async fn deliver(&self, item: &OutboxItem) -> Delivered {
-        let delivered = self.try_deliver_logged(item).await;
-        crate::metrics::relayed(
-            &item.sink,
-            match delivered {
-                Delivered::Delivered => "delivered",
-                Delivered::RetryLater { .. } => "retry",
-                Delivered::DeadLettered => "dead",
-                Delivered::Fenced => "fenced",
-            },
-        );
-        delivered
-    }
-
-    async fn try_deliver_logged(&self, item: &OutboxItem) -> Delivered {
+    async fn attempt_logged(&self, item: &OutboxItem) -> Attempt {
         match self.try_deliver(item).await {
-            Ok(d) => d,
+            Ok(attempt) => attempt,
             Err(error) => {
                 // Database trouble while recording: the lease expires and the row is sent
                 // again, with the same key.
@@ -120,18 +161,18 @@ impl Relay {
                     class = classify_db_error(&error).as_str(),
                     "relay bookkeeping failed"
                 );
-                Delivered::Fenced
+                Attempt::Done(Delivered::Fenced)
             }
         }
     }
 
-    async fn try_deliver(&self, item: &OutboxItem) -> anyhow::Result<Delivered> {
+    async fn try_deliver(&self, item: &OutboxItem) -> anyhow::Result<Attempt> {
         let Some(sink) = self.sinks.get(&item.sink) else {
             let failure = Failure::new(
                 ErrorClass::Permanent,
                 format!("sink {:?} is not configured", item.sink),
             );
-            return self.give_up(item, &failure).await;
+            return Ok(Attempt::Done(self.give_up(item, &failure).await?));
         };
         let started_at = now_ms();
         let result = {
@@ -139,7 +180,7 @@ impl Relay {
             tokio::pin!(heartbeat);
             tokio::select! {
                 r = sink.send(item) => r,
-                _ = &mut heartbeat => return Ok(Delivered::Fenced),
+                _ = &mut heartbeat => return Ok(Attempt::Done(Delivered::Fenced)),
             }
         };
         let mut record = AttemptRecord {
@@ -152,12 +193,7 @@ impl Relay {
                 record.status_code = sent.status_code;
                 record.response_excerpt = sent.excerpt;
                 record.object_id = sent.object_id;
-                if outbox::mark_delivered(&self.db, item, &record, now_ms()).await? {
-                    info!(duration_ms = record.duration_ms, "delivered");
-                    Ok(Delivered::Delivered)
-                } else {
-                    Ok(Delivered::Fenced)
-                }
+                Ok(Attempt::Sent(record))
             }
             Err(SendError {
                 failure,
@@ -168,41 +204,43 @@ impl Relay {
                 record.response_excerpt = excerpt;
                 record.error = Some(failure.message.clone());
                 outbox::record_attempt(&self.db, item, &record).await?;
-                if failure.class.retries() {
-                    if let Next::RetryInMs(delay_ms) = self
-                        .settings
-                        .retry
-                        .next(item.budget_attempt(), failure.retry_after)
-                    {
-                        warn!(class = failure.class.as_str(), error = %failure.message, delay_ms, "will retry");
-                        return Ok(
-                            if outbox::retry_later(
-                                &self.db,
-                                item,
-                                now_ms() + delay_ms,
-                                &failure.message,
-                            )
-                            .await?
-                            {
-                                Delivered::RetryLater { delay_ms }
-                            } else {
-                                Delivered::Fenced
-                            },
-                        );
-                    }
-                    let failure = Failure::new(
-                        failure.class,
-                        format!(
-                            "gave up after {} attempts: {}",
-                            item.budget_attempt(),
-                            failure.message
-                        ),
-                    );
-                    return self.give_up(item, &failure).await;
-                }
-                self.give_up(item, &failure).await
+                Ok(Attempt::Done(self.after_failure(item, failure).await?))
             }
         }
+    }
+
+    /// A failed send: retry later under the policy, or give up (dead letter).
+    async fn after_failure(
+        &self,
+        item: &OutboxItem,
+        failure: Failure,
+    ) -> anyhow::Result<Delivered> {
+        if !failure.class.retries() {
+            return self.give_up(item, &failure).await;
+        }
+        let Next::RetryInMs(delay_ms) = self
+            .settings
+            .retry
+            .next(item.budget_attempt(), failure.retry_after)
+        else {
+            let failure = Failure::new(
+                failure.class,
+                format!(
+                    "gave up after {} attempts: {}",
+                    item.budget_attempt(),
+                    failure.message
+                ),
+            );
+            return self.give_up(item, &failure).await;
+        };
+        warn!(class = failure.class.as_str(), error = %failure.message, delay_ms, "will retry");
+        let rescheduled =
+            outbox::retry_later(&self.db, item, now_ms() + delay_ms, &failure.message).await?;
+        Ok(if rescheduled {
+            Delivered::RetryLater { delay_ms }
+        } else {
+            Delivered::Fenced
+        })
     }
 
     async fn give_up(&self, item: &OutboxItem, failure: &Failure) -> anyhow::Result<Delivered> {

@@ -31,6 +31,7 @@ use super::effects::{
     LedgerRow, OrderBefore, OutboxRow, StaleRow, Written,
 };
 use super::inbox::{Claimed, Filed};
+use super::values::{run_values, Val, MAX_PARAMS};
 use super::Backend;
 use crate::config::OutboxSettings;
 use crate::domain::money::{class, guard, plan_entries};
@@ -89,74 +90,30 @@ impl From<sqlx::Error> for BatchError {
     }
 }
 
-/// A value bound into a multi-row statement.
-#[derive(Clone, Debug)]
-enum Val {
-    Text(Option<String>),
-    Int(Option<i64>),
-}
-
-impl From<&str> for Val {
-    fn from(v: &str) -> Self {
-        Val::Text(Some(v.to_string()))
+/// The order of each of `n` payment references of one provider (`$1`; the references
+/// `$2…`). On PostgreSQL one probe of the primary key per reference, whatever the
+/// statistics say: as `provider = $1 AND reference IN (…)`, a planner without statistics
+/// (a server with autovacuum off) takes `provider` as selective and reads every reference
+/// of the provider, filtering them against the list (5.3 ms at 20,000 references against
+/// 0.14 ms once analysed, and growing with every order). The `OFFSET 0` keeps the lateral
+/// subquery from being flattened into a join the planner could run as a scan.
+pub fn payment_refs_lookup(backend: Backend, n: usize) -> String {
+    match backend {
+        Backend::Postgres => format!(
+            "SELECT v.reference, p.order_id FROM (VALUES {}) AS v (reference) \
+             CROSS JOIN LATERAL (SELECT order_id FROM payment_refs \
+             WHERE provider = $1 AND reference = v.reference OFFSET 0) AS p",
+            (2..2 + n)
+                .map(|i| format!("(${i})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Backend::Sqlite => format!(
+            "SELECT reference, order_id FROM payment_refs WHERE provider = $1 \
+             AND reference IN ({})",
+            in_list(2, n)
+        ),
     }
-}
-impl From<String> for Val {
-    fn from(v: String) -> Self {
-        Val::Text(Some(v))
-    }
-}
-impl From<Option<String>> for Val {
-    fn from(v: Option<String>) -> Self {
-        Val::Text(v)
-    }
-}
-impl From<i64> for Val {
-    fn from(v: i64) -> Self {
-        Val::Int(Some(v))
-    }
-}
-impl From<Option<i64>> for Val {
-    fn from(v: Option<i64>) -> Self {
-        Val::Int(v)
-    }
-}
-
-/// Parameters per statement: SQLite's default limit is 32,766, PostgreSQL's 65,535.
-const MAX_PARAMS: usize = 30_000;
-
-/// Runs `head VALUES (…), (…) tail` over `rows` (each `cols` wide), in chunks that stay
-/// within the parameter limit; returns the rows returned (when `tail` has RETURNING) and
-/// the rows affected.
-async fn run_values(
-    tx: &mut Transaction<'_, Any>,
-    head: &str,
-    tail: &str,
-    cols: usize,
-    rows: &[Vec<Val>],
-) -> Result<(Vec<AnyRow>, u64), sqlx::Error> {
-    let mut returned = Vec::new();
-    let mut affected = 0;
-    let per_chunk = (MAX_PARAMS / cols).max(1);
-    for chunk in rows.chunks(per_chunk) {
-        let sql = format!("{head}{}{tail}", super::values_list(chunk.len(), cols));
-        let mut q = sqlx::query(&sql);
-        for row in chunk {
-            debug_assert_eq!(row.len(), cols);
-            for v in row {
-                q = match v {
-                    Val::Text(t) => q.bind(t.clone()),
-                    Val::Int(i) => q.bind(*i),
-                };
-            }
-        }
-        if tail.contains("RETURNING") {
-            returned.extend(q.fetch_all(&mut **tx).await?);
-        } else {
-            affected += q.execute(&mut **tx).await?.rows_affected();
-        }
-    }
-    Ok((returned, affected))
 }
 
 /// `$start, $start+1, …` for an IN list of `n` values.
@@ -383,11 +340,7 @@ pub async fn apply_batch(
             continue;
         }
         for chunk in references.chunks(MAX_PARAMS) {
-            let sql = format!(
-                "SELECT reference, order_id FROM payment_refs WHERE provider = $1 \
-                 AND reference IN ({})",
-                in_list(2, chunk.len())
-            );
+            let sql = payment_refs_lookup(backend, chunk.len());
             let mut q = sqlx::query(&sql).bind(provider);
             for r in chunk {
                 q = q.bind(r.clone());

@@ -4,7 +4,10 @@
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use std::collections::BTreeSet;
+
 use super::dead_letters::{self, NewDeadLetter, STAGE_OUTBOX};
+use super::values::{run_values, Val};
 use super::Db;
 use crate::failure::Failure;
 
@@ -92,59 +95,71 @@ pub struct AttemptRecord {
 }
 
 pub async fn record_attempt(db: &Db, item: &OutboxItem, a: &AttemptRecord) -> anyhow::Result<()> {
-    let mut conn = db.writer().acquire().await?;
-    insert_attempt(&mut conn, item, a).await
-}
-
-async fn insert_attempt(
-    conn: &mut sqlx::AnyConnection,
-    item: &OutboxItem,
-    a: &AttemptRecord,
-) -> anyhow::Result<()> {
-    sqlx::query(
-        "INSERT INTO outbox_attempts (outbox_id, attempt, started_at, duration_ms, status_code, error, \
-         response_excerpt) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(item.id)
-    .bind(item.attempt)
-    .bind(a.started_at)
-    .bind(a.duration_ms)
-    .bind(a.status_code)
-    .bind(&a.error)
-    .bind(&a.response_excerpt)
-    .execute(&mut *conn)
-    .await?;
+    let mut tx = db.writer().begin().await?;
+    run_values(&mut tx, ATTEMPTS_INSERT, "", 7, &[attempt_row(item, a)]).await?;
+    tx.commit().await?;
     Ok(())
 }
 
-/// Logs the successful attempt and marks the row delivered in one transaction, so the log
-/// and the row never disagree. Fenced: a relay whose lease expired cannot mark a row
-/// another relay now owns (its attempt is still logged).
+const ATTEMPTS_INSERT: &str = "INSERT INTO outbox_attempts (outbox_id, attempt, started_at, \
+    duration_ms, status_code, error, response_excerpt) VALUES ";
+
+fn attempt_row(item: &OutboxItem, a: &AttemptRecord) -> Vec<Val> {
+    vec![
+        item.id.into(),
+        item.attempt.into(),
+        a.started_at.into(),
+        a.duration_ms.into(),
+        a.status_code.into(),
+        a.error.clone().into(),
+        a.response_excerpt.clone().into(),
+    ]
+}
+
+/// Marks the rows of successful sends delivered and logs their attempts, all in one
+/// transaction (one commit for a whole claim instead of one per row: with two messages
+/// per event, per-row commits were most of the relay's and much of the database's work),
+/// so the log and the rows never disagree. Fenced per row: a row whose lease was lost to
+/// another relay is not marked (its attempt is still logged). Returns the ids marked.
 pub async fn mark_delivered(
     db: &Db,
-    item: &OutboxItem,
-    attempt: &AttemptRecord,
+    sent: &[(&OutboxItem, &AttemptRecord)],
     now: i64,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<BTreeSet<i64>> {
+    if sent.is_empty() {
+        return Ok(BTreeSet::new());
+    }
     let mut tx = db.writer().begin().await?;
-    let done = sqlx::query(
-        "UPDATE outbox SET status = 'delivered', delivered_at = $1, last_error = NULL \
-         WHERE id = $2 AND attempts = $3 AND status = 'delivering'",
+    let fences: Vec<Vec<Val>> = sent
+        .iter()
+        .map(|(item, _)| vec![item.id.into(), item.attempt.into(), now.into()])
+        .collect();
+    let (marked, _) = run_values(
+        &mut tx,
+        "WITH v (vid, vattempt, vnow) AS (VALUES ",
+        ") UPDATE outbox SET status = 'delivered', delivered_at = v.vnow, last_error = NULL \
+         FROM v WHERE id = v.vid AND attempts = v.vattempt AND status = 'delivering' \
+         RETURNING id",
+        3,
+        &fences,
     )
-    .bind(now)
-    .bind(item.id)
-    .bind(item.attempt)
-    .execute(&mut *tx)
     .await?;
-    insert_attempt(&mut tx, item, attempt).await?;
-    if let (true, Some(object_id)) = (
-        done.rows_affected() == 1 && item.topic == crate::commands::REFUND_TOPIC,
-        &attempt.object_id,
-    ) {
-        super::commands::mark_sent_in(&mut tx, item.id, object_id, now).await?;
+    let marked = marked
+        .iter()
+        .map(|row| row.try_get::<i64, _>(0))
+        .collect::<Result<BTreeSet<_>, _>>()?;
+    let attempts: Vec<Vec<Val>> = sent.iter().map(|(item, a)| attempt_row(item, a)).collect();
+    run_values(&mut tx, ATTEMPTS_INSERT, "", 7, &attempts).await?;
+    for (item, attempt) in sent {
+        if let (true, Some(object_id)) = (
+            marked.contains(&item.id) && item.topic == crate::commands::REFUND_TOPIC,
+            &attempt.object_id,
+        ) {
+            super::commands::mark_sent_in(&mut tx, item.id, object_id, now).await?;
+        }
     }
     tx.commit().await?;
-    Ok(done.rows_affected() == 1)
+    Ok(marked)
 }
 
 pub async fn retry_later(
