@@ -17,6 +17,8 @@ both!(
     a_database_error_in_one_event_of_a_set_based_batch_fails_only_that_event,
     an_aborted_group_transaction_is_reported_not_silently_rolled_back,
     per_event_and_set_based_workers_on_the_same_orders_never_deadlock,
+    write_sessions_are_durable_and_plan_for_the_tables_as_they_are,
+    the_reference_lookup_probes_the_key_without_statistics,
 );
 
 /// Every kind of outcome, in an order where later events depend on earlier ones.
@@ -635,5 +637,165 @@ async fn per_event_and_set_based_workers_on_the_same_orders_never_deadlock(kind:
         effects, ORDERS,
         "one effect per payment, whichever announcement won"
     );
+    app.shutdown().await;
+}
+
+/// The write pool's session settings the processor relies on. SQLite: WAL with FULL
+/// sync. PostgreSQL: durable commits, and every statement planned for the tables as they
+/// are when it runs, never from a generic plan cached while they were empty (with
+/// autovacuum off nothing ever replaces it: the batch's key lookups became scans of the
+/// whole table, slower with every order). Checked on a pooled connection after it ran the
+/// processor's statements many times over a growing table.
+async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| {
+        s.processor.claim_batch = 8;
+        s.processor.workers = 1;
+    })
+    .await;
+    for n in 0..120 {
+        let e = payment_intent_succeeded(
+            &format!("evt_plan{n}"),
+            &format!("pi_plan{n}"),
+            &format!("order-plan{n}"),
+            1000,
+            T10_00 + n,
+        );
+        assert_eq!(app.post_stripe(&e).await.status(), 200);
+    }
+    drain(&app, &[std::sync::Arc::new(app.processor())]).await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM orders WHERE status = 'paid'")
+            .await,
+        120
+    );
+    let mut conn = app.db.writer().acquire().await.unwrap();
+    match kind {
+        Kind::Sqlite => {
+            let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!((journal.as_str(), synchronous), ("wal", 2), "WAL, FULL");
+        }
+        Kind::Postgres => {
+            let settings: Vec<(String, String)> = sqlx::query_as(
+                "SELECT name, setting FROM pg_settings \
+                 WHERE name IN ('plan_cache_mode', 'synchronous_commit') ORDER BY name",
+            )
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+            assert_eq!(
+                settings,
+                vec![
+                    ("plan_cache_mode".into(), "force_custom_plan".into()),
+                    ("synchronous_commit".into(), "on".into())
+                ]
+            );
+            // Every idle connection of the pool (those the processor used): none of the
+            // statements they prepared with parameters ran on a cached generic plan (one
+            // without parameters has only the one plan, which PostgreSQL counts generic).
+            drop(conn);
+            let mut held = Vec::new();
+            for _ in 0..app.db.writer().num_idle().max(1) {
+                held.push(app.db.writer().acquire().await.unwrap());
+            }
+            let (mut custom, mut generic) = (0i64, 0i64);
+            for conn in &mut held {
+                let (c, g): (i64, i64) = sqlx::query_as(
+                    "SELECT CAST(COALESCE(SUM(custom_plans), 0) AS BIGINT), \
+                     CAST(COALESCE(SUM(generic_plans), 0) AS BIGINT) FROM pg_prepared_statements \
+                     WHERE cardinality(parameter_types) > 0",
+                )
+                .fetch_one(&mut **conn)
+                .await
+                .unwrap();
+                custom += c;
+                generic += g;
+            }
+            assert!(
+                custom > 100,
+                "{custom} custom plans over {} connections",
+                held.len()
+            );
+            assert_eq!(generic, 0, "no statement ran on a cached generic plan");
+            // Back to the pool first: closing it waits for every connection out of it.
+            drop(held);
+            app.shutdown().await;
+            return;
+        }
+    }
+    drop(conn);
+    app.shutdown().await;
+}
+
+/// The batch's payment-reference lookup reads one key per reference, not every reference
+/// of the provider, on a table that has never been analysed (PostgreSQL with autovacuum
+/// off, or a fresh SQLite file): as the plan the database really makes for the statement
+/// the batch sends, with 32 references bound.
+async fn the_reference_lookup_probes_the_key_without_statistics(kind: Kind) {
+    let app = TestApp::spawn(kind).await;
+    let fill = match kind {
+        Kind::Postgres => {
+            "INSERT INTO payment_refs (provider, reference, order_id) \
+             SELECT 'stripe', 'pi_' || g, 'ord_' || g FROM generate_series(1, 20000) AS g"
+        }
+        Kind::Sqlite => {
+            "WITH RECURSIVE g (x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 20000) \
+             INSERT INTO payment_refs (provider, reference, order_id) \
+             SELECT 'stripe', 'pi_' || x, 'ord_' || x FROM g"
+        }
+    };
+    sqlx::query(fill).execute(app.db.writer()).await.unwrap();
+    let sql = oncehook::store::batch::payment_refs_lookup(app.db.backend, 32);
+    let explain = match kind {
+        Kind::Postgres => format!("EXPLAIN {sql}"),
+        Kind::Sqlite => format!("EXPLAIN QUERY PLAN {sql}"),
+    };
+    let mut q = sqlx::query(&explain).bind("stripe");
+    for n in 0..32 {
+        q = q.bind(format!("pi_{}", n * 600 + 7));
+    }
+    let rows = q.fetch_all(app.db.writer()).await.unwrap();
+    let plan: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            use sqlx::Row;
+            match kind {
+                Kind::Postgres => r.try_get::<String, _>(0).unwrap(),
+                Kind::Sqlite => r.try_get::<String, _>(3).unwrap(),
+            }
+        })
+        .collect();
+    let plan = plan.join("\n");
+    match kind {
+        Kind::Postgres => {
+            assert!(
+                plan.contains("Index Scan using payment_refs_pkey")
+                    && plan.contains("reference = "),
+                "one probe of the key per reference:\n{plan}"
+            );
+            assert!(!plan.contains("Seq Scan on payment_refs"), "{plan}");
+            assert!(
+                !plan.contains("Filter"),
+                "nothing read to be thrown away:\n{plan}"
+            );
+        }
+        Kind::Sqlite => assert!(
+            plan.starts_with("SEARCH payment_refs USING")
+                && plan.contains("(provider=? AND reference=?)"),
+            "one probe of the key per reference:\n{plan}"
+        ),
+    }
+    // And it finds what is there.
+    let mut q = sqlx::query(&sql).bind("stripe");
+    for n in 0..32 {
+        q = q.bind(format!("pi_{}", n * 600 + 7));
+    }
+    assert_eq!(q.fetch_all(app.db.writer()).await.unwrap().len(), 32);
     app.shutdown().await;
 }
