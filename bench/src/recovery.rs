@@ -14,7 +14,7 @@ use anyhow::Context;
 
 use super::fixture::{send_signed, FreshDb, PROVIDER};
 use super::load::EventFactory;
-use super::{count, PENDING};
+use super::{count, ANY_PENDING, PENDING};
 use crate::child::{free_port, wait_healthy};
 use oncehook::store::Db;
 
@@ -147,7 +147,7 @@ pub async fn crash_and_restart(
         wait_healthy(&http, &base).await?;
         let healthy_secs = restarted.elapsed().as_secs_f64();
         loop {
-            if count(&store, PENDING).await? == 0 {
+            if count(&store, ANY_PENDING).await? == 0 {
                 break;
             }
             if restarted.elapsed() > Duration::from_secs(120) {
