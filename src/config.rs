@@ -316,6 +316,10 @@ pub struct ProcessorSettings {
     pub set_based: bool,
     /// Fallback poll when no wake-up arrives.
     pub poll_interval_ms: u64,
+    /// How long the first worker woken waits before it claims, so that events arriving
+    /// within this window are applied as one batch (`worker::Gather`); skipped while
+    /// claims come back full. 0: claim at once on every wake-up.
+    pub linger_ms: u64,
     /// A claimed event not finished within this is claimed again (crashed worker).
     pub lease_secs: i64,
     /// Transient and unknown failures (database trouble, order not known yet) retry under
@@ -704,6 +708,7 @@ impl Default for Settings {
                 events_per_transaction: None,
                 set_based: true,
                 poll_interval_ms: 1_000,
+                linger_ms: 5,
                 lease_secs: 30,
                 retry: RetryPolicy {
                     base_ms: 500,
@@ -823,6 +828,10 @@ impl Settings {
         anyhow::ensure!(
             self.processor.claim_batch >= 1 && self.processor.events_per_transaction != Some(0),
             "processor.claim_batch and processor.events_per_transaction must be at least 1"
+        );
+        anyhow::ensure!(
+            self.processor.linger_ms <= 1_000,
+            "processor.linger_ms must be at most 1000 (it delays every event of a quiet stream)"
         );
         for p in &self.providers {
             anyhow::ensure!(

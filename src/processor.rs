@@ -35,6 +35,8 @@ pub struct Processor {
     fallbacks: std::sync::atomic::AtomicU64,
     /// Batches run again after a deadlock or serialization failure (tests read it).
     conflicts: std::sync::atomic::AtomicU64,
+    /// Wake-ups of a live stream coalesced into larger claims.
+    gather: crate::worker::Gather,
 }
 
 /// What must wait for the commit of a processing transaction.
@@ -133,6 +135,7 @@ pub struct ProcessorParts {
 
 impl Processor {
     pub fn new(db: Db, parts: ProcessorParts) -> Self {
+        let gather = crate::worker::Gather::new(Duration::from_millis(parts.settings.linger_ms));
         Processor {
             db,
             providers: parts.providers,
@@ -144,6 +147,7 @@ impl Processor {
             outbox_wake: parts.outbox_wake,
             fallbacks: Default::default(),
             conflicts: Default::default(),
+            gather,
         }
     }
 
@@ -168,6 +172,7 @@ impl Processor {
         )
         .await?;
         crate::worker::recruit_if_full(&self.wake, claims.len(), self.settings.claim_batch);
+        self.gather.claimed(claims.len(), self.settings.claim_batch);
         for group in claims.chunks(self.events_per_transaction()) {
             // A single event goes set-based too: the per-event path takes its effect key
             // before the order's lock, the set-based one the order's lock first, and a
@@ -695,7 +700,10 @@ impl Processor {
 
     async fn work(&self, shutdown: CancellationToken) {
         let poll = Duration::from_millis(self.settings.poll_interval_ms);
-        crate::worker::run_loop(&self.wake, poll, &shutdown, || self.run_once(&shutdown)).await;
+        crate::worker::run_gathering_loop(&self.wake, poll, &shutdown, Some(&self.gather), || {
+            self.run_once(&shutdown)
+        })
+        .await;
     }
 }
 

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
@@ -36,11 +37,67 @@ pub fn recruit_if_full(wake: &Notify, claimed: usize, claim_batch: i64) {
     }
 }
 
+/// Turns the wake-ups of a live stream into fewer, larger claims. Each ingest commit wakes
+/// a worker; without this, every commit's few events became a batch of their own, and the
+/// per-batch statements (not the per-event work) took the database's CPU. The first idle
+/// worker woken waits `linger` before it claims, so what arrives meanwhile joins its
+/// batch; workers woken while it waits stay idle (its claim takes their events). While
+/// claims come back full there is a backlog, and nobody waits.
+#[derive(Debug)]
+pub struct Gather {
+    linger: Duration,
+    gathering: AtomicBool,
+    backlogged: AtomicBool,
+}
+
+impl Gather {
+    pub fn new(linger: Duration) -> Self {
+        Gather {
+            linger,
+            gathering: AtomicBool::new(false),
+            backlogged: AtomicBool::new(false),
+        }
+    }
+
+    /// Notes how many items a claim took: a full claim means a backlog.
+    pub fn claimed(&self, claimed: usize, claim_batch: i64) {
+        self.backlogged
+            .store(claimed as i64 >= claim_batch, Ordering::Relaxed);
+    }
+
+    /// After a wake-up: waits out the linger and returns true (claim now), or returns
+    /// false at once when another worker is already gathering (stay idle).
+    async fn before_claim(&self, shutdown: &CancellationToken) -> bool {
+        if self.linger.is_zero() || self.backlogged.load(Ordering::Relaxed) {
+            return true;
+        }
+        if self.gathering.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(self.linger) => {}
+            _ = shutdown.cancelled() => {}
+        }
+        self.gathering.store(false, Ordering::Release);
+        true
+    }
+}
+
 /// `round` returns how many items it handled; errors are logged and count as idle.
-pub async fn run_loop<F, Fut>(
+pub async fn run_loop<F, Fut>(wake: &Notify, poll: Duration, shutdown: &CancellationToken, round: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<usize>>,
+{
+    run_gathering_loop(wake, poll, shutdown, None, round).await
+}
+
+/// `run_loop` whose wake-ups go through `gather` (when given) before a round starts.
+pub async fn run_gathering_loop<F, Fut>(
     wake: &Notify,
     poll: Duration,
     shutdown: &CancellationToken,
+    gather: Option<&Gather>,
     mut round: F,
 ) where
     F: FnMut() -> Fut,
@@ -52,14 +109,20 @@ pub async fn run_loop<F, Fut>(
             Ok(_) => continue,
             Err(error) => warn!(error = format!("{error:#}"), "worker round failed"),
         }
-        // Only an idle worker waits for a wake-up, so `notify_one` reaches a worker that
-        // is free rather than one busy with a batch. Nothing is lost in between: a
-        // `notify_one` with nobody waiting leaves a permit that this wait then takes.
-        let notified = wake.notified();
-        tokio::select! {
-            _ = notified => {}
-            _ = tokio::time::sleep(poll) => {}
-            _ = shutdown.cancelled() => {}
+        loop {
+            // Only an idle worker waits for a wake-up, so `notify_one` reaches a worker
+            // that is free rather than one busy with a batch. Nothing is lost in between:
+            // a `notify_one` with nobody waiting leaves a permit that this wait then takes.
+            let notified = wake.notified();
+            let woken = tokio::select! {
+                _ = notified => true,
+                _ = tokio::time::sleep(poll) => false,
+                _ = shutdown.cancelled() => false,
+            };
+            match gather {
+                Some(gather) if woken && !gather.before_claim(shutdown).await => continue,
+                _ => break,
+            }
         }
     }
 }
@@ -67,7 +130,7 @@ pub async fn run_loop<F, Fut>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     #[tokio::test]
     async fn a_wake_up_ends_the_idle_wait_and_shutdown_ends_the_loop() {
@@ -165,5 +228,98 @@ mod tests {
             "the wake-up sent during the busy round started another one"
         );
         shutdown.cancel();
+    }
+
+    /// `count` workers sharing `gather`, each round reporting no work; the rounds of all
+    /// of them are counted together.
+    fn gathering_workers(
+        count: usize,
+        wake: &Arc<Notify>,
+        shutdown: &CancellationToken,
+        gather: &Arc<Gather>,
+    ) -> Arc<AtomicUsize> {
+        let rounds = Arc::new(AtomicUsize::new(0));
+        for _ in 0..count {
+            let (wake, shutdown, gather, rounds) = (
+                wake.clone(),
+                shutdown.clone(),
+                gather.clone(),
+                rounds.clone(),
+            );
+            tokio::spawn(async move {
+                run_gathering_loop(
+                    &wake,
+                    Duration::from_secs(3600),
+                    &shutdown,
+                    Some(&gather),
+                    || {
+                        rounds.fetch_add(1, Ordering::SeqCst);
+                        async { Ok(0) }
+                    },
+                )
+                .await
+            });
+        }
+        rounds
+    }
+
+    // Paused time: the clock moves only when every task waits, so the counts below do
+    // not depend on how busy the machine is.
+    #[tokio::test(start_paused = true)]
+    async fn wake_ups_within_the_linger_become_one_round_after_it() {
+        let wake = Arc::new(Notify::new());
+        let shutdown = CancellationToken::new();
+        let gather = Arc::new(Gather::new(Duration::from_millis(200)));
+        let rounds = gathering_workers(3, &wake, &shutdown, &gather);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(rounds.load(Ordering::SeqCst), 3, "one first round each");
+        for _ in 0..3 {
+            wake.notify_one();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            rounds.load(Ordering::SeqCst),
+            3,
+            "nobody claims while the first woken worker lingers"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            rounds.load(Ordering::SeqCst),
+            4,
+            "three wake-ups within the linger: one round, by the worker that lingered"
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backlog_is_claimed_at_once_and_zero_linger_never_waits() {
+        for (linger_ms, full) in [(10_000, true), (0, false)] {
+            let wake = Arc::new(Notify::new());
+            let shutdown = CancellationToken::new();
+            let gather = Arc::new(Gather::new(Duration::from_millis(linger_ms)));
+            gather.claimed(if full { 32 } else { 3 }, 32);
+            let rounds = gathering_workers(1, &wake, &shutdown, &gather);
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            wake.notify_one();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(rounds.load(Ordering::SeqCst), 2, "linger {linger_ms} ms");
+            shutdown.cancel();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_ends_the_linger() {
+        let wake = Arc::new(Notify::new());
+        let shutdown = CancellationToken::new();
+        let gather = Arc::new(Gather::new(Duration::from_secs(3600)));
+        let rounds = gathering_workers(1, &wake, &shutdown, &gather);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        wake.notify_one();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        shutdown.cancel();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!gather.gathering.load(Ordering::SeqCst));
+        assert_eq!(rounds.load(Ordering::SeqCst), 1, "no round after shutdown");
     }
 }

@@ -413,10 +413,18 @@ pub async fn apply_batch(
         } else {
             ""
         };
+        // The orders this batch just created are locked by their insert and hold nothing
+        // to read: only the others are read (and locked, still in sorted order). A batch
+        // of new orders, the common case of a live stream, skips the statement.
+        let existing: Vec<String> = order_ids
+            .iter()
+            .filter(|id| !placeholders.contains(*id))
+            .cloned()
+            .collect();
         for row in select_in(
             tx,
             &format!("SELECT {ORDER_COLUMNS} FROM orders WHERE order_id IN ({{in}}){lock}"),
-            &order_ids,
+            &existing,
         )
         .await?
         {

@@ -190,7 +190,8 @@ impl Db {
         if let Some(warning) = postgres_tls_warning(url) {
             tracing::warn!("{warning}");
         }
-        let options = AnyConnectOptions::from_str(url).context("invalid PostgreSQL URL")?;
+        let options = AnyConnectOptions::from_str(&with_statement_cache(url))
+            .context("invalid PostgreSQL URL")?;
         let pool = |max: u32, session: &'static str| {
             AnyPoolOptions::new()
                 .max_connections(max)
@@ -276,6 +277,21 @@ impl Db {
             Backend::Postgres => "FOR UPDATE SKIP LOCKED",
         }
     }
+}
+
+/// Prepared statements each PostgreSQL connection keeps, unless the URL sets its own
+/// `statement-cache-capacity`. The set-based batch writes one statement text per table and
+/// row count (a claim of 32 gives up to 32 texts for each of a dozen statements); with
+/// sqlx's default of 100, texts were evicted and prepared again (one more round trip and a
+/// parse each) all the time under a live stream of varying batch sizes.
+const STATEMENT_CACHE: usize = 1024;
+
+fn with_statement_cache(url: &str) -> String {
+    if url.contains("statement-cache-capacity=") {
+        return url.to_string();
+    }
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}statement-cache-capacity={STATEMENT_CACHE}")
 }
 
 /// Creates the SQLite file readable by its owner only (0600) before SQLite opens it; its
@@ -392,6 +408,25 @@ pub async fn commit_checked(mut tx: sqlx::Transaction<'_, sqlx::Any>) -> anyhow:
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_statement_cache_is_raised_unless_the_url_sets_it() {
+        use super::with_statement_cache as w;
+        assert_eq!(
+            w("postgres://u@h/db"),
+            "postgres://u@h/db?statement-cache-capacity=1024"
+        );
+        assert_eq!(
+            w("postgres://u@h/db?sslmode=require"),
+            "postgres://u@h/db?sslmode=require&statement-cache-capacity=1024"
+        );
+        let own = "postgres://u@h/db?statement-cache-capacity=10";
+        assert_eq!(w(own), own);
+        // The URL sqlx parses keeps every other parameter and takes the capacity.
+        let options: sqlx::postgres::PgConnectOptions =
+            w("postgres://u@h/db?application_name=x").parse().unwrap();
+        assert_eq!(options.get_application_name(), Some("x"));
+    }
+
     #[test]
     fn plaintext_postgres_beyond_loopback_is_warned_about() {
         use super::postgres_tls_warning as w;
