@@ -320,6 +320,9 @@ pub struct ProcessorSettings {
     /// within this window are applied as one batch (`worker::Gather`); skipped while
     /// claims come back full. 0: claim at once on every wake-up.
     pub linger_ms: u64,
+    /// On a PostgreSQL server with `autovacuum = off`, VACUUM (ANALYZE) the inbox and the
+    /// outbox this often (`store::vacuum_queues`); 0: never. Ignored elsewhere.
+    pub vacuum_secs: u64,
     /// A claimed event not finished within this is claimed again (crashed worker).
     pub lease_secs: i64,
     /// Transient and unknown failures (database trouble, order not known yet) retry under
@@ -709,6 +712,7 @@ impl Default for Settings {
                 set_based: true,
                 poll_interval_ms: 1_000,
                 linger_ms: 5,
+                vacuum_secs: 60,
                 lease_secs: 30,
                 retry: RetryPolicy {
                     base_ms: 500,

@@ -100,6 +100,31 @@ fn spawn_rollup_writer(db: Db, shutdown: CancellationToken) -> tokio::task::Join
     })
 }
 
+/// Vacuums the queue tables every `every` (store::vacuum_queues), for a PostgreSQL server
+/// whose own autovacuum is off.
+fn spawn_queue_vacuum(
+    db: Db,
+    every: std::time::Duration,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            let started = std::time::Instant::now();
+            match crate::store::vacuum_queues(&db).await {
+                Ok(()) => tracing::debug!(
+                    ms = started.elapsed().as_millis() as u64,
+                    "vacuumed inbox_events and outbox"
+                ),
+                Err(error) => warn!(error = format!("{error:#}"), "queue vacuum failed"),
+            }
+        }
+    })
+}
+
 /// Ctrl-C or SIGTERM (a process manager's stop), with the handlers installed at once: until
 /// they are, either signal kills the process on the spot.
 pub struct StopSignal {
@@ -144,11 +169,22 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     crate::metrics::handle();
     let db = Db::connect(&settings.database_url).await?;
     db.migrate().await?;
-    if let Some(warning) = crate::store::autovacuum_warning(&db).await {
-        tracing::warn!("{warning}");
-    }
+    let autovacuum_off = match crate::store::autovacuum_warning(&db).await {
+        Some(warning) => {
+            tracing::warn!("{warning}");
+            true
+        }
+        None => false,
+    };
     let shutdown = CancellationToken::new();
     let mut background = Vec::new();
+    if autovacuum_off && settings.processor.vacuum_secs > 0 {
+        background.push(spawn_queue_vacuum(
+            db.clone(),
+            std::time::Duration::from_secs(settings.processor.vacuum_secs),
+            shutdown.clone(),
+        ));
+    }
     // Held before the first heartbeat advertises it (store::instances).
     background.extend(crate::store::instances::hold_liveness(&db, shutdown.clone()).await?);
     // Claims a stopped instance left behind are released before our workers start.

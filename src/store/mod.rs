@@ -367,10 +367,28 @@ pub async fn autovacuum_warning(db: &Db) -> Option<String> {
         .ok()?;
     (setting == "off").then(|| {
         "PostgreSQL runs with autovacuum = off: finished inbox and outbox rows are never \
-         vacuumed, so claims slow down as they pile up; turn it on (postgresql.conf \
-         `autovacuum = on`) or run VACUUM on inbox_events and outbox regularly"
+         vacuumed by the server, so claims would slow down as they pile up; oncehook \
+         vacuums inbox_events and outbox itself every processor.vacuum_secs (turning \
+         autovacuum on in postgresql.conf covers every other table too)"
             .to_string()
     })
+}
+
+/// VACUUM (and ANALYZE) of the two queue tables, for a PostgreSQL server whose autovacuum
+/// is off. Every claim walks the due index from its oldest entry, and a claimed or
+/// finished row leaves its old entry there until a vacuum removes it: measured in a
+/// 30-minute soak at 700 deliveries/s with autovacuum off and nothing vacuuming, p50
+/// receipt → effect grew from 16 to 70 ms, minute after minute. `SKIP_LOCKED`: an instance
+/// whose peer is vacuuming a table skips it rather than waiting.
+pub async fn vacuum_queues(db: &Db) -> anyhow::Result<()> {
+    if db.backend != Backend::Postgres {
+        return Ok(());
+    }
+    db.writer()
+        .execute("VACUUM (SKIP_LOCKED, ANALYZE) inbox_events, outbox")
+        .await
+        .context("vacuuming inbox_events and outbox")?;
+    Ok(())
 }
 
 /// `$1, $2, …` placeholders for a multi-row VALUES list (works on both backends).
