@@ -264,16 +264,27 @@ impl TestApp {
     }
 
     /// A page as a signed-in browser gets it (redirects not followed): status and body.
+    /// A page not answered within 20 s is the rare render hang seen in CI (see
+    /// `dashboard_turn`): every thread's stack is printed then, once, for finding its cause;
+    /// the request goes on waiting, so the test fails as it would have.
     pub async fn page(&self, path: &str, cookie: &str) -> (u16, String) {
-        let response = reqwest::Client::builder()
+        let request = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap()
             .get(format!("{}{path}", self.url))
             .header(reqwest::header::COOKIE, cookie)
-            .send()
-            .await
-            .unwrap();
+            .send();
+        tokio::pin!(request);
+        let response = match tokio::time::timeout(Duration::from_secs(20), &mut request).await {
+            Ok(response) => response,
+            Err(_) => {
+                eprintln!("{path}: no answer within 20 s; the stacks of every thread:");
+                eprintln!("{}", stack_dump());
+                request.await
+            }
+        }
+        .unwrap();
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
@@ -686,5 +697,22 @@ impl WriteLock {
             .unwrap();
         drop(self.conn);
         self.db.close().await;
+    }
+}
+
+/// Every thread's stack of this test process, by gdb (on every machine of this kind), or
+/// why there is none.
+pub fn stack_dump() -> String {
+    match std::process::Command::new("gdb")
+        .args(["-p", &std::process::id().to_string(), "-batch", "-nx"])
+        .args(["-ex", "thread apply all bt"])
+        .output()
+    {
+        Ok(out) => format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => format!("gdb could not run: {e}"),
     }
 }
