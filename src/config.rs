@@ -320,8 +320,9 @@ pub struct ProcessorSettings {
     /// within this window are applied as one batch (`worker::Gather`); skipped while
     /// claims come back full. 0: claim at once on every wake-up.
     pub linger_ms: u64,
-    /// On a PostgreSQL server with `autovacuum = off`, VACUUM (ANALYZE) the inbox and the
-    /// outbox this often (`store::vacuum_queues`); 0: never. Ignored elsewhere.
+    /// On a PostgreSQL server with `autovacuum = off`, VACUUM (ANALYZE) the tables the
+    /// processor rewrites this often (`store::vacuum_hot_tables`); 0: never. Ignored
+    /// elsewhere and on an instance whose processor is off.
     pub vacuum_secs: u64,
     /// A claimed event not finished within this is claimed again (crashed worker).
     pub lease_secs: i64,

@@ -163,6 +163,16 @@ impl Processor {
 
     /// Claims one batch and handles it. Returns how many events were claimed.
     pub async fn run_once(&self, shutdown: &CancellationToken) -> anyhow::Result<usize> {
+        if self.one_commit_batches() && !shutdown.is_cancelled() {
+            match self.claim_and_apply().await {
+                Ok(claimed) => return Ok(claimed),
+                Err(error) => info!(
+                    error = format!("{error:#}"),
+                    "batch not applied in one commit (rolled back, claims included); \
+                     claiming and handling it step by step"
+                ),
+            }
+        }
         let now = now_ms();
         let claims = inbox::claim(
             &self.db,
@@ -193,6 +203,81 @@ impl Processor {
             }
         }
         Ok(claims.len())
+    }
+
+    /// Whether a claim is applied set-based in the transaction that claims it: on SQLite
+    /// (one writer). Not on PostgreSQL: a claim's `FOR UPDATE SKIP LOCKED` can keep the lock
+    /// of a row it rejected on recheck (claimed meanwhile by a step-by-step claim, as in a
+    /// fallback or an instance with other settings) until its transaction ends; held for a
+    /// whole batch, that lock met the other worker's order lock in a cycle
+    /// (`per_event_and_set_based_workers_on_the_same_orders_never_deadlock`, 1 run in 5).
+    fn one_commit_batches(&self) -> bool {
+        self.db.backend == crate::store::Backend::Sqlite
+            && self.settings.set_based
+            && self.events_per_transaction()
+                >= usize::try_from(self.settings.claim_batch).unwrap_or(1)
+    }
+
+    /// The common case in one commit: claim a batch, apply it set-based and file every
+    /// event, so the claim costs no commit of its own (on SQLite no fsync, and no second
+    /// copy of the inbox pages in the WAL) and a crash leaves the rows unclaimed rather
+    /// than leased. Anything unusual (a fallback, a fence, an error) rolls all of it back,
+    /// the claim included, and `run_once` takes the step-by-step path, which handles each.
+    /// Returns how many events were claimed and applied.
+    pub async fn claim_and_apply(&self) -> anyhow::Result<usize> {
+        let mut conn = self.db.writer().acquire().await?;
+        let mut tx = conn.begin().await?;
+        let now = now_ms();
+        let claims = inbox::claim_in(
+            &mut tx,
+            &self.db,
+            now,
+            now + self.settings.lease_secs * 1000,
+            self.settings.claim_batch,
+        )
+        .await?;
+        if claims.is_empty() {
+            tx.rollback().await?;
+            return Ok(0);
+        }
+        crate::worker::recruit_if_full(&self.wake, claims.len(), self.settings.claim_batch);
+        self.gather.claimed(claims.len(), self.settings.claim_batch);
+        let prepared: Vec<Prepared> = claims.iter().map(|c| self.prepare(c)).collect();
+        let live: Vec<(&Claimed, &Prepared)> = claims.iter().zip(&prepared).collect();
+        let mut after = AfterCommit::default();
+        if let Err(error) = self.apply_in(&mut tx, &live, now, &mut after).await {
+            let _ = tx.rollback().await;
+            return Err(anyhow::Error::new(error));
+        }
+        crate::store::commit_checked(tx).await?;
+        self.after_commit(after);
+        Ok(claims.len())
+    }
+
+    /// Applies `live` set-based in `tx` and files what each event became; the caller
+    /// commits, or rolls back on an error.
+    async fn apply_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        live: &[(&Claimed, &Prepared)],
+        now: i64,
+        after: &mut AfterCommit,
+    ) -> Result<(), batch::BatchError> {
+        let inputs: Vec<batch::Input> = live
+            .iter()
+            .filter_map(|(claim, p)| match p {
+                Prepared::Mapped(event) => Some(batch::Input::Mapped { claim, event }),
+                Prepared::Ignored(reason) => Some(batch::Input::Ignored {
+                    claim,
+                    reason: reason.clone(),
+                }),
+                Prepared::Failed(_) => None,
+            })
+            .collect();
+        let outputs = batch::apply_batch(tx, self.db.backend, &inputs, &self.outbox, now).await?;
+        self.file_batch(tx, live, outputs, after)
+            .await
+            .map_err(batch::BatchError::Db)
     }
 
     fn events_per_transaction(&self) -> usize {
@@ -232,45 +317,17 @@ impl Processor {
             if live.is_empty() {
                 return Ok(());
             }
-            let inputs: Vec<batch::Input> = live
-                .iter()
-                .filter_map(|(claim, p)| match p {
-                    Prepared::Mapped(event) => Some(batch::Input::Mapped { claim, event }),
-                    Prepared::Ignored(reason) => Some(batch::Input::Ignored {
-                        claim,
-                        reason: reason.clone(),
-                    }),
-                    Prepared::Failed(_) => None,
-                })
-                .collect();
             let mut conn = self.db.writer().acquire().await?;
             let mut tx = conn.begin().await?;
-            let now = now_ms();
-            let error = match batch::apply_batch(
-                &mut tx,
-                self.db.backend,
-                &inputs,
-                &self.outbox,
-                now,
-            )
-            .await
-            {
-                Ok(outputs) => {
-                    let mut after = AfterCommit::default();
-                    match self.file_batch(&mut tx, &live, outputs, &mut after).await {
-                        Ok(()) => match crate::store::commit_checked(tx).await {
-                            Ok(()) => {
-                                self.after_commit(after);
-                                return Ok(());
-                            }
-                            Err(e) => batch::BatchError::Db(e),
-                        },
-                        Err(e) => {
-                            let _ = tx.rollback().await;
-                            batch::BatchError::Db(e)
-                        }
+            let mut after = AfterCommit::default();
+            let error = match self.apply_in(&mut tx, &live, now_ms(), &mut after).await {
+                Ok(()) => match crate::store::commit_checked(tx).await {
+                    Ok(()) => {
+                        self.after_commit(after);
+                        return Ok(());
                     }
-                }
+                    Err(e) => batch::BatchError::Db(e),
+                },
                 Err(e) => {
                     let _ = tx.rollback().await;
                     e

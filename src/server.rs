@@ -82,14 +82,32 @@ impl RunningServer {
 }
 
 /// Writes the overview's counts behind, every few seconds (store::rollup).
-fn spawn_rollup_writer(db: Db, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
-    const EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// Runs `job` every `every` until shutdown, first after one period.
+fn spawn_every<F, Fut>(
+    every: std::time::Duration,
+    shutdown: CancellationToken,
+    mut job: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     tokio::spawn(async move {
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(EVERY) => {}
+                _ = tokio::time::sleep(every) => {}
                 _ = shutdown.cancelled() => return,
             }
+            job().await;
+        }
+    })
+}
+
+/// Writes the overview's per-minute counts every 5 s.
+fn spawn_rollup_writer(db: Db, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+    spawn_every(std::time::Duration::from_secs(5), shutdown, move || {
+        let db = db.clone();
+        async move {
             if let Err(error) = db.rollup().flush(&db).await {
                 warn!(
                     error = format!("{error:#}"),
@@ -100,26 +118,23 @@ fn spawn_rollup_writer(db: Db, shutdown: CancellationToken) -> tokio::task::Join
     })
 }
 
-/// Vacuums the queue tables every `every` (store::vacuum_queues), for a PostgreSQL server
-/// whose own autovacuum is off.
-fn spawn_queue_vacuum(
+/// Vacuums the tables the processor rewrites every `every` (store::vacuum_hot_tables),
+/// for a PostgreSQL server whose own autovacuum is off.
+fn spawn_hot_table_vacuum(
     db: Db,
     every: std::time::Duration,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = shutdown.cancelled() => return,
-            }
+    spawn_every(every, shutdown, move || {
+        let db = db.clone();
+        async move {
             let started = std::time::Instant::now();
-            match crate::store::vacuum_queues(&db).await {
+            match crate::store::vacuum_hot_tables(&db).await {
                 Ok(()) => tracing::debug!(
                     ms = started.elapsed().as_millis() as u64,
-                    "vacuumed inbox_events and outbox"
+                    "vacuumed the processor's hot tables"
                 ),
-                Err(error) => warn!(error = format!("{error:#}"), "queue vacuum failed"),
+                Err(error) => warn!(error = format!("{error:#}"), "hot-table vacuum failed"),
             }
         }
     })
@@ -169,21 +184,20 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     crate::metrics::handle();
     let db = Db::connect(&settings.database_url).await?;
     db.migrate().await?;
-    let autovacuum_off = match crate::store::autovacuum_warning(&db).await {
-        Some(warning) => {
-            tracing::warn!("{warning}");
-            true
-        }
-        None => false,
-    };
+    // Only an instance that processes vacuums: the others rewrite none of these tables.
+    let vacuum_every = (settings.processor.enabled && settings.processor.vacuum_secs > 0)
+        .then(|| std::time::Duration::from_secs(settings.processor.vacuum_secs));
+    let autovacuum_off = crate::store::autovacuum_is_off(&db).await;
+    if autovacuum_off {
+        tracing::warn!(
+            "{}",
+            crate::store::autovacuum_warning(vacuum_every.is_some())
+        );
+    }
     let shutdown = CancellationToken::new();
     let mut background = Vec::new();
-    if autovacuum_off && settings.processor.vacuum_secs > 0 {
-        background.push(spawn_queue_vacuum(
-            db.clone(),
-            std::time::Duration::from_secs(settings.processor.vacuum_secs),
-            shutdown.clone(),
-        ));
+    if let (true, Some(every)) = (autovacuum_off, vacuum_every) {
+        background.push(spawn_hot_table_vacuum(db.clone(), every, shutdown.clone()));
     }
     // Held before the first heartbeat advertises it (store::instances).
     background.extend(crate::store::instances::hold_liveness(&db, shutdown.clone()).await?);
@@ -267,6 +281,11 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         shutdown.clone(),
     ));
     background.push(spawn_rollup_writer(db.clone(), shutdown.clone()));
+    // SQLite: checkpoints off the single writer's commits.
+    background.push(crate::store::wal::spawn_checkpointer(
+        db.clone(),
+        shutdown.clone(),
+    ));
     // The instance's heartbeat stops after the workers (it is awaited in order).
     background.push(crate::store::instances::spawn_heartbeat(
         db.clone(),

@@ -15,6 +15,7 @@ both!(
     many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_event,
     a_fenced_claim_fails_the_set_based_batch_naming_it,
     a_database_error_in_one_event_of_a_set_based_batch_fails_only_that_event,
+    a_batch_claimed_in_its_own_transaction_rolls_its_claim_back_on_failure,
     an_aborted_group_transaction_is_reported_not_silently_rolled_back,
     per_event_and_set_based_workers_on_the_same_orders_never_deadlock,
     write_sessions_are_durable_and_plan_for_the_tables_as_they_are,
@@ -462,25 +463,86 @@ async fn a_fenced_claim_fails_the_set_based_batch_naming_it(kind: Kind) {
     app.shutdown().await;
 }
 
+/// On SQLite a set-based batch claims its rows in the transaction that applies them: a
+/// failure anywhere in the batch rolls the claim back with everything else, so the rows are
+/// due again at once with their attempt counters untouched (not leased for `lease_secs`),
+/// and the step-by-step path then isolates the failing event. (PostgreSQL claims in a
+/// commit of its own: see `Processor::one_commit_batches`.)
+async fn a_batch_claimed_in_its_own_transaction_rolls_its_claim_back_on_failure(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
+    refuse_ledger_rows_of(&app, kind, "order-bad").await;
+    for (id, order) in [("evt_ok", "order-ok"), ("evt_bad", "order-bad")] {
+        let event = payment_intent_succeeded(id, &format!("pi_{id}"), order, 900, T10_00);
+        assert_eq!(app.post_stripe(&event).await.status(), 200);
+    }
+    let inbox = || async {
+        sqlx::query_as::<_, (String, String, i64)>(
+            "SELECT event_id, status, attempts FROM inbox_events ORDER BY event_id",
+        )
+        .fetch_all(app.db.reader())
+        .await
+        .unwrap()
+    };
+    let row =
+        |id: &str, status: &str, attempts: i64| (id.to_string(), status.to_string(), attempts);
+    let processor = app.processor();
+    match kind {
+        Kind::Sqlite => {
+            let error = processor.claim_and_apply().await.unwrap_err();
+            assert!(
+                format!("{error:#}").contains("refused for the test"),
+                "{error:#}"
+            );
+            assert_eq!(
+                inbox().await,
+                vec![row("evt_bad", "pending", 0), row("evt_ok", "pending", 0)],
+                "the claim rolled back with the batch"
+            );
+            assert_eq!(app.count("SELECT COUNT(*) FROM orders").await, 0);
+        }
+        // Claims commit first on PostgreSQL; run_once below is the whole story there.
+        Kind::Postgres => {}
+    }
+    // run_once: the one-commit batch fails again, the step-by-step path claims (a commit),
+    // falls back to one event at a time, and only the refused event waits for a retry.
+    assert_eq!(processor.run_once(&Default::default()).await.unwrap(), 2);
+    assert_eq!(
+        inbox().await,
+        vec![row("evt_bad", "pending", 1), row("evt_ok", "applied", 1)]
+    );
+    app.shutdown().await;
+}
+
+/// Makes the database refuse ledger rows of one order (a trigger stands in for any
+/// constraint or storage failure).
+async fn refuse_ledger_rows_of(app: &TestApp, kind: Kind, order: &str) {
+    let trigger: Vec<String> = match kind {
+        Kind::Sqlite => vec![format!(
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON order_ledger \
+             WHEN NEW.order_id = '{order}' BEGIN SELECT RAISE(ABORT, 'refused for the test'); END"
+        )],
+        Kind::Postgres => vec![
+            format!(
+                "CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 IF NEW.order_id = '{order}' THEN RAISE EXCEPTION 'refused for the test'; \
+                 END IF; RETURN NEW; END $$"
+            ),
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON order_ledger \
+             FOR EACH ROW EXECUTE FUNCTION refuse_bad()"
+                .to_string(),
+        ],
+    };
+    for sql in trigger {
+        sqlx::query(&sql).execute(app.db.writer()).await.unwrap();
+    }
+}
+
 /// A write the database refuses for one order (a trigger stands in for any constraint or
 /// storage failure): the set-based batch as a whole fails, is processed again one event at a
 /// time, and only that event fails (to be retried); its neighbours are applied.
 async fn a_database_error_in_one_event_of_a_set_based_batch_fails_only_that_event(kind: Kind) {
     let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
-    let trigger: &[&str] = match kind {
-        Kind::Sqlite => &["CREATE TRIGGER refuse_bad BEFORE INSERT ON order_ledger \
-             WHEN NEW.order_id = 'order-bad' BEGIN SELECT RAISE(ABORT, 'refused for the test'); END"],
-        Kind::Postgres => &[
-            "CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
-             IF NEW.order_id = 'order-bad' THEN RAISE EXCEPTION 'refused for the test'; END IF; \
-             RETURN NEW; END $$",
-            "CREATE TRIGGER refuse_bad BEFORE INSERT ON order_ledger \
-             FOR EACH ROW EXECUTE FUNCTION refuse_bad()",
-        ],
-    };
-    for sql in trigger {
-        sqlx::query(sql).execute(app.db.writer()).await.unwrap();
-    }
+    refuse_ledger_rows_of(&app, kind, "order-bad").await;
     for (id, order) in [
         ("evt_ok1", "order-ok1"),
         ("evt_bad", "order-bad"),

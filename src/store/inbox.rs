@@ -80,14 +80,43 @@ pub async fn claim(
     limit: i64,
 ) -> anyhow::Result<Vec<Claimed>> {
     let rows = super::queue::claim(
+        db.writer(),
         db,
         "inbox_events",
         "processing",
-        "id, provider, event_id, event_type, raw_body, correlation_id, received_at, attempts, \
-         retries_base, error_history",
+        CLAIMED,
         (now, lease_until, limit),
     )
     .await?;
+    claims(rows)
+}
+
+/// The claim inside the caller's transaction (`queue::claim`), for a batch that is
+/// claimed and applied in one commit.
+pub async fn claim_in(
+    conn: &mut AnyConnection,
+    db: &Db,
+    now: i64,
+    lease_until: i64,
+    limit: i64,
+) -> anyhow::Result<Vec<Claimed>> {
+    let rows = super::queue::claim(
+        conn,
+        db,
+        "inbox_events",
+        "processing",
+        CLAIMED,
+        (now, lease_until, limit),
+    )
+    .await?;
+    claims(rows)
+}
+
+/// The columns a claim returns.
+const CLAIMED: &str = "id, provider, event_id, event_type, raw_body, correlation_id, \
+                       received_at, attempts, retries_base, error_history";
+
+fn claims(rows: Vec<AnyRow>) -> anyhow::Result<Vec<Claimed>> {
     let mut claims = rows
         .into_iter()
         .map(claimed)

@@ -22,6 +22,7 @@ pub mod triage;
 pub mod users;
 pub mod values;
 pub mod verify;
+pub mod wal;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -150,9 +151,13 @@ impl Db {
         };
         let options = AnyConnectOptions::from_str(&url).context("invalid SQLite URL")?;
         // FULL, not NORMAL: in WAL mode NORMAL can lose the last commits on power loss,
-        // and the provider does not resend an event we acknowledged.
-        let pragmas =
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;";
+        // and the provider does not resend an event we acknowledged. Checkpoints are left
+        // to a separate connection (store::wal) up to a backstop; the WAL file is cut back
+        // to 64 MB after it was reset; the one writer keeps 16 MB of pages cached.
+        const _: () = assert!(wal::WRITER_AUTOCHECKPOINT_PAGES == 10_000);
+        let pragmas = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                       PRAGMA busy_timeout = 5000; PRAGMA wal_autocheckpoint = 10000; \
+                       PRAGMA journal_size_limit = 67108864; PRAGMA cache_size = -16384;";
         let read_pragmas = "PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;";
         let pool = |max: u32, pragmas: &'static str| {
             AnyPoolOptions::new()
@@ -354,40 +359,61 @@ pub fn postgres_tls_warning(url: &str) -> Option<String> {
     }
 }
 
-/// A warning when PostgreSQL runs with `autovacuum = off`: finished inbox and outbox rows
-/// then stay as dead tuples that every claim walks past, and processing slows over time
-/// (migration 0013's per-table settings only act when autovacuum runs).
-pub async fn autovacuum_warning(db: &Db) -> Option<String> {
+/// Whether the database is a PostgreSQL server running with `autovacuum = off`: dead
+/// tuples of the queues and of the orders the processor rewrites then stay until someone
+/// vacuums (migration 0013's per-table settings only act when autovacuum runs).
+pub async fn autovacuum_is_off(db: &Db) -> bool {
     if db.backend != Backend::Postgres {
-        return None;
+        return false;
     }
-    let setting: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
+    let setting: Option<String> = sqlx::query_scalar("SELECT current_setting('autovacuum')")
         .fetch_one(db.reader())
         .await
-        .ok()?;
-    (setting == "off").then(|| {
-        "PostgreSQL runs with autovacuum = off: finished inbox and outbox rows are never \
-         vacuumed by the server, so claims would slow down as they pile up; oncehook \
-         vacuums inbox_events and outbox itself every processor.vacuum_secs (turning \
-         autovacuum on in postgresql.conf covers every other table too)"
-            .to_string()
-    })
+        .ok();
+    setting.as_deref() == Some("off")
 }
 
-/// VACUUM (and ANALYZE) of the two queue tables, for a PostgreSQL server whose autovacuum
-/// is off. Every claim walks the due index from its oldest entry, and a claimed or
-/// finished row leaves its old entry there until a vacuum removes it: measured in a
-/// 30-minute soak at 700 deliveries/s with autovacuum off and nothing vacuuming, p50
-/// receipt → effect grew from 16 to 70 ms, minute after minute. `SKIP_LOCKED`: an instance
-/// whose peer is vacuuming a table skips it rather than waiting.
-pub async fn vacuum_queues(db: &Db) -> anyhow::Result<()> {
+/// What `serve` logs when autovacuum is off; `vacuuming`: whether this instance vacuums
+/// the hot tables itself (a processor with `processor.vacuum_secs` > 0).
+pub fn autovacuum_warning(vacuuming: bool) -> String {
+    let what = "PostgreSQL runs with autovacuum = off: finished inbox and outbox rows and \
+                rewritten orders are never vacuumed by the server, so claims would slow \
+                down as they pile up";
+    if vacuuming {
+        format!(
+            "{what}; oncehook vacuums {} itself every processor.vacuum_secs (turning \
+             autovacuum on in postgresql.conf covers every other table too)",
+            HOT_TABLES.join(", ")
+        )
+    } else {
+        format!(
+            "{what}; this instance does not vacuum them (processor off or \
+             processor.vacuum_secs = 0): turn autovacuum on, or let a processing instance \
+             vacuum"
+        )
+    }
+}
+
+/// The tables the processor rewrites rows of: each claimed or finished queue row, each
+/// order's placeholder turned projection and each fact upserted leaves a dead tuple.
+const HOT_TABLES: [&str; 4] = ["inbox_events", "outbox", "orders", "order_facts"];
+
+/// VACUUM (and ANALYZE) of the hot tables, for a PostgreSQL server whose autovacuum is
+/// off. Every claim walks the due index from its oldest entry, and a claimed or finished
+/// row leaves its old entry there until a vacuum removes it: measured in a 30-minute soak
+/// at 700 deliveries/s with autovacuum off and nothing vacuuming, p50 receipt → effect
+/// grew from 16 to 70 ms, minute after minute; with the two queues vacuumed, p50 stayed
+/// flat but p99 still grew 2 ms a minute, so the orders and facts are vacuumed too.
+/// `SKIP_LOCKED`: an instance whose peer is vacuuming a table skips it rather than waiting.
+pub async fn vacuum_hot_tables(db: &Db) -> anyhow::Result<()> {
     if db.backend != Backend::Postgres {
         return Ok(());
     }
+    let tables = HOT_TABLES.join(", ");
     db.writer()
-        .execute("VACUUM (SKIP_LOCKED, ANALYZE) inbox_events, outbox")
+        .execute(format!("VACUUM (SKIP_LOCKED, ANALYZE) {tables}").as_str())
         .await
-        .context("vacuuming inbox_events and outbox")?;
+        .with_context(|| format!("vacuuming {tables}"))?;
     Ok(())
 }
 

@@ -56,6 +56,7 @@ pub async fn claim(
     limit: i64,
 ) -> anyhow::Result<Vec<OutboxItem>> {
     let rows = super::queue::claim(
+        db.writer(),
         db,
         "outbox",
         "delivering",

@@ -9,19 +9,26 @@ use super::Db;
 /// Claims up to `limit` rows of `table` due at `now` (new, retry due, or lease expired),
 /// leased until `lease_until`, and returns the `returning` columns, oldest first.
 /// The table needs `id`, `status` ('pending' / `claimed_status`), `attempts`, `next_attempt_at`.
-pub async fn claim(
+/// Through the pool the claim is its own commit; inside a caller's transaction the rows are
+/// the caller's until it commits (PostgreSQL: locked, skipped by every other claimer;
+/// SQLite: the one writer), and a rollback returns them to the queue at once.
+pub async fn claim<'e, E>(
+    executor: E,
     db: &Db,
     table: &str,
     claimed_status: &str,
     returning: &str,
     (now, lease_until, limit): (i64, i64, i64),
-) -> anyhow::Result<Vec<AnyRow>> {
+) -> anyhow::Result<Vec<AnyRow>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
     let rows = sqlx::query(&claim_sql(db, table, claimed_status, returning))
         .bind(lease_until)
         .bind(now)
         .bind(limit)
         .bind(db.instance_id())
-        .fetch_all(db.writer())
+        .fetch_all(executor)
         .await?;
     Ok(rows)
 }
