@@ -229,7 +229,7 @@ impl Processor {
         let mut tx = conn.begin().await?;
         let now = now_ms();
         let claims = inbox::claim_in(
-            &mut tx,
+            &mut *tx,
             &self.db,
             now,
             now + self.settings.lease_secs * 1000,

@@ -72,51 +72,39 @@ fn claimed(row: AnyRow) -> Result<Claimed, sqlx::Error> {
     })
 }
 
-/// Claims up to `limit` due rows (new, retry due, or lease expired) until `lease_until`.
+/// Claims up to `limit` due rows (new, retry due, or lease expired) until `lease_until`,
+/// in a commit of its own.
 pub async fn claim(
     db: &Db,
     now: i64,
     lease_until: i64,
     limit: i64,
 ) -> anyhow::Result<Vec<Claimed>> {
-    let rows = super::queue::claim(
-        db.writer(),
-        db,
-        "inbox_events",
-        "processing",
-        CLAIMED,
-        (now, lease_until, limit),
-    )
-    .await?;
-    claims(rows)
+    claim_in(db.writer(), db, now, lease_until, limit).await
 }
 
-/// The claim inside the caller's transaction (`queue::claim`), for a batch that is
-/// claimed and applied in one commit.
-pub async fn claim_in(
-    conn: &mut AnyConnection,
+/// The same claim through `executor`: inside the caller's transaction (`queue::claim`),
+/// for a batch that is claimed and applied in one commit.
+pub async fn claim_in<'e, E>(
+    executor: E,
     db: &Db,
     now: i64,
     lease_until: i64,
     limit: i64,
-) -> anyhow::Result<Vec<Claimed>> {
+) -> anyhow::Result<Vec<Claimed>>
+where
+    E: Executor<'e, Database = Any>,
+{
     let rows = super::queue::claim(
-        conn,
+        executor,
         db,
         "inbox_events",
         "processing",
-        CLAIMED,
+        "id, provider, event_id, event_type, raw_body, correlation_id, received_at, attempts, \
+         retries_base, error_history",
         (now, lease_until, limit),
     )
     .await?;
-    claims(rows)
-}
-
-/// The columns a claim returns.
-const CLAIMED: &str = "id, provider, event_id, event_type, raw_body, correlation_id, \
-                       received_at, attempts, retries_base, error_history";
-
-fn claims(rows: Vec<AnyRow>) -> anyhow::Result<Vec<Claimed>> {
     let mut claims = rows
         .into_iter()
         .map(claimed)
