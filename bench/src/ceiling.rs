@@ -184,11 +184,11 @@ pub async fn sqlite_ingest(
     let sha = hex::encode(Sha256::digest(body));
     let inbox_sql = format!(
         "{INBOX_INSERT}{}{INBOX_CONFLICT}",
-        oncehook::store::values_list(per_tx, 9)
+        oncehook::store::values_list(oncehook::store::Backend::Sqlite, per_tx, 9)
     );
     let delivery_sql = format!(
         "{DELIVERY_INSERT}{}",
-        oncehook::store::values_list(per_tx, 6)
+        oncehook::store::values_list(oncehook::store::Backend::Sqlite, per_tx, 6)
     );
     let start = Instant::now();
     let mut n: u64 = 0;

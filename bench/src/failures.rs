@@ -62,7 +62,7 @@ async fn insert_outbox_rows(db: &Db, rows: u64) -> anyhow::Result<()> {
         let sql = format!(
             "INSERT INTO outbox (idempotency_key, effect_key, order_id, topic, sink, payload, \
              correlation_id, status, next_attempt_at, created_at) VALUES {}",
-            values_list(chunk as usize, 10)
+            values_list(db.backend, chunk as usize, 10)
         );
         let mut q = sqlx::query(&sql);
         for i in n..n + chunk {
@@ -150,7 +150,7 @@ pub async fn redrive_many(url: &str, items: u64) -> anyhow::Result<RedriveRun> {
         let sql = format!(
             "INSERT INTO inbox_events (provider, event_id, event_type, raw_body, correlation_id, \
              received_at, status, next_attempt_at, attempts) VALUES {}",
-            values_list(chunk as usize, 9)
+            values_list(db.backend, chunk as usize, 9)
         );
         let mut q = sqlx::query(&sql);
         for i in n..n + chunk {

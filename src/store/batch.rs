@@ -32,7 +32,7 @@ use super::effects::{
 };
 use super::inbox::{Claimed, Filed};
 use super::values::{run_values, Val, MAX_PARAMS};
-use super::Backend;
+use super::{in_list, placeholder, values_list, Backend};
 use crate::config::OutboxSettings;
 use crate::domain::money::{class, guard, plan_entries};
 use crate::domain::{
@@ -109,19 +109,11 @@ pub fn payment_refs_lookup(backend: Backend, n: usize) -> String {
                 .join(", ")
         ),
         Backend::Sqlite => format!(
-            "SELECT reference, order_id FROM payment_refs WHERE provider = $1 \
+            "SELECT reference, order_id FROM payment_refs WHERE provider = ? \
              AND reference IN ({})",
-            in_list(2, n)
+            in_list(backend, 2, n)
         ),
     }
-}
-
-/// `$start, $start+1, …` for an IN list of `n` values.
-fn in_list(start: usize, n: usize) -> String {
-    (start..start + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Runs a SELECT whose only parameters are `values` in one IN list (`{in}` in `sql`),
@@ -133,7 +125,7 @@ async fn select_in(
 ) -> Result<Vec<AnyRow>, sqlx::Error> {
     let mut out = Vec::new();
     for chunk in values.chunks(MAX_PARAMS) {
-        let sql = sql.replace("{in}", &in_list(1, chunk.len()));
+        let sql = sql.replace("{in}", &in_list(Backend::of(tx), 1, chunk.len()));
         let mut q = sqlx::query(&sql);
         for v in chunk {
             q = q.bind(v.clone());
@@ -799,11 +791,11 @@ pub async fn apply_batch(
             let sql = format!(
                 "WITH v (vid, vattempt, vstatus, vreason, vorder, vkey) AS (VALUES {}) \
                  UPDATE inbox_events SET status = v.vstatus, reason = v.vreason, \
-                 order_id = v.vorder, effect_key = v.vkey, processed_at = ${} \
+                 order_id = v.vorder, effect_key = v.vkey, processed_at = {} \
                  FROM v WHERE id = v.vid AND attempts = v.vattempt AND status = 'processing' \
                  RETURNING id",
-                super::values_list(chunk.len(), 6),
-                n + 1
+                values_list(backend, chunk.len(), 6),
+                placeholder(backend, n + 1)
             );
             let mut q = sqlx::query(&sql);
             for row in chunk {
@@ -855,7 +847,7 @@ pub async fn apply_batch(
                 "WITH v (vkey, vevent, vprovider, voutcome) AS (VALUES {}) \
                  UPDATE processed_effects SET event_id = v.vevent, provider = v.vprovider, \
                  outcome = v.voutcome FROM v WHERE effect_key = v.vkey",
-                super::values_list(chunk.len(), 4)
+                values_list(backend, chunk.len(), 4)
             );
             let mut q = sqlx::query(&sql);
             for row in chunk {
@@ -874,7 +866,7 @@ pub async fn apply_batch(
         for chunk in freed.chunks(MAX_PARAMS) {
             let sql = format!(
                 "DELETE FROM processed_effects WHERE effect_key IN ({})",
-                in_list(1, chunk.len())
+                in_list(backend, 1, chunk.len())
             );
             let mut q = sqlx::query(&sql);
             for k in chunk {
@@ -1071,7 +1063,7 @@ pub async fn apply_batch(
     if !unused.is_empty() {
         let sql = format!(
             "DELETE FROM orders WHERE order_id IN ({})",
-            in_list(1, unused.len())
+            in_list(backend, 1, unused.len())
         );
         let mut q = sqlx::query(&sql);
         for id in &unused {

@@ -202,7 +202,7 @@ pub(crate) struct OrderBefore {
 async fn lock_order(tx: &mut Transaction<'_, Any>, order_id: &str) -> anyhow::Result<OrderBefore> {
     // The row lock serialises every event of this order (PostgreSQL; SQLite has one
     // writer): the projection and the ledger plan below see all earlier facts.
-    let lock = if tx.backend_name() == "PostgreSQL" {
+    let lock = if super::Backend::of(tx) == super::Backend::Postgres {
         " FOR UPDATE"
     } else {
         ""
@@ -847,23 +847,26 @@ async fn write_entry(
     entry: &Entry,
 ) -> anyhow::Result<()> {
     let (row, messages) = entry_rows(ctx, entry);
-    sqlx::query(&format!("{LEDGER_INSERT}{}", super::values_list(1, 14)))
-        .bind(row.order_id)
-        .bind(row.transition)
-        .bind(row.status_after)
-        .bind(row.amount)
-        .bind(row.currency)
-        .bind(row.external_ref)
-        .bind(row.effect_key)
-        .bind(row.provider)
-        .bind(row.event_id)
-        .bind(row.occurred_at)
-        .bind(row.recorded_at)
-        .bind(row.entry)
-        .bind(row.group_ref)
-        .bind(row.counted)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(&format!(
+        "{LEDGER_INSERT}{}",
+        super::values_list(super::Backend::of(tx), 1, 14)
+    ))
+    .bind(row.order_id)
+    .bind(row.transition)
+    .bind(row.status_after)
+    .bind(row.amount)
+    .bind(row.currency)
+    .bind(row.external_ref)
+    .bind(row.effect_key)
+    .bind(row.provider)
+    .bind(row.event_id)
+    .bind(row.occurred_at)
+    .bind(row.recorded_at)
+    .bind(row.entry)
+    .bind(row.group_ref)
+    .bind(row.counted)
+    .execute(&mut **tx)
+    .await?;
     if entry.kind == EntryKind::Refund {
         // A refund oncehook asked for is confirmed once its money is counted.
         super::commands::confirm_in(
@@ -919,20 +922,23 @@ async fn record_stale(
         .execute(&mut **tx)
         .await?;
     let row = stale_row(ctx, kind, reason);
-    sqlx::query(&format!("{STALE_INSERT}{}", super::values_list(1, 11)))
-        .bind(row.order_id)
-        .bind(row.provider)
-        .bind(row.event_id)
-        .bind(row.transition)
-        .bind(row.kind)
-        .bind(row.reason)
-        .bind(row.order_status)
-        .bind(row.amount)
-        .bind(row.currency)
-        .bind(row.occurred_at)
-        .bind(row.recorded_at)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(&format!(
+        "{STALE_INSERT}{}",
+        super::values_list(super::Backend::of(tx), 1, 11)
+    ))
+    .bind(row.order_id)
+    .bind(row.provider)
+    .bind(row.event_id)
+    .bind(row.transition)
+    .bind(row.kind)
+    .bind(row.reason)
+    .bind(row.order_status)
+    .bind(row.amount)
+    .bind(row.currency)
+    .bind(row.occurred_at)
+    .bind(row.recorded_at)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 

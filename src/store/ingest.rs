@@ -48,7 +48,7 @@ pub async fn store_receipts(db: &Db, receipts: &[Receipt]) -> anyhow::Result<Vec
         "INSERT INTO inbox_events (provider, event_id, event_type, api_version, raw_body, \
          correlation_id, received_at, status, next_attempt_at) VALUES {} \
          ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id",
-        values_list(firsts.len(), 9)
+        values_list(db.backend, firsts.len(), 9)
     );
     let mut insert = sqlx::query(&sql);
     for r in &firsts {
@@ -86,7 +86,7 @@ pub async fn store_receipts(db: &Db, receipts: &[Receipt]) -> anyhow::Result<Vec
     let sql = format!(
         "INSERT INTO deliveries (provider, event_id, duplicate, correlation_id, body_sha256, \
          received_at) VALUES {}",
-        values_list(receipts.len(), 6)
+        values_list(db.backend, receipts.len(), 6)
     );
     let mut log = sqlx::query(&sql);
     for (r, stored) in receipts.iter().zip(&outcomes) {

@@ -54,8 +54,12 @@ pub async fn run_values(
     let mut returned = Vec::new();
     let mut affected = 0;
     let per_chunk = (MAX_PARAMS / cols).max(1);
+    let backend = super::Backend::of(tx);
     for chunk in rows.chunks(per_chunk) {
-        let sql = format!("{head}{}{tail}", super::values_list(chunk.len(), cols));
+        let sql = format!(
+            "{head}{}{tail}",
+            super::values_list(backend, chunk.len(), cols)
+        );
         let mut q = sqlx::query(&sql);
         for row in chunk {
             debug_assert_eq!(row.len(), cols);
