@@ -936,26 +936,9 @@ pub async fn apply_batch(
     if !ledger_rows.is_empty() {
         let rows: Vec<Vec<Val>> = ledger_rows
             .into_iter()
-            .map(|r| {
-                vec![
-                    r.order_id.into(),
-                    r.transition.into(),
-                    r.status_after.into(),
-                    r.amount.into(),
-                    r.currency.into(),
-                    r.external_ref.into(),
-                    r.effect_key.into(),
-                    r.provider.into(),
-                    r.event_id.into(),
-                    r.occurred_at.into(),
-                    r.recorded_at.into(),
-                    r.entry.into(),
-                    r.group_ref.into(),
-                    r.counted.into(),
-                ]
-            })
+            .map(LedgerRow::into_values)
             .collect();
-        run_values(tx, effects::LEDGER_INSERT, "", 14, &rows).await?;
+        run_values(tx, effects::LEDGER_INSERT, "", LedgerRow::COLUMNS, &rows).await?;
     }
     for (order_id, refund_id, event_id, now) in &refunds_counted {
         super::commands::confirm_in(tx, order_id, refund_id, event_id, *now).await?;
@@ -964,44 +947,14 @@ pub async fn apply_batch(
     if !outbox_rows.is_empty() {
         let rows: Vec<Vec<Val>> = outbox_rows
             .into_iter()
-            .map(|r| {
-                vec![
-                    r.idempotency_key.into(),
-                    r.effect_key.into(),
-                    r.order_id.into(),
-                    r.topic.into(),
-                    r.sink.into(),
-                    r.payload.into(),
-                    r.correlation_id.into(),
-                    "pending".into(),
-                    r.now.into(),
-                    r.now.into(),
-                ]
-            })
+            .map(OutboxRow::into_values)
             .collect();
-        run_values(tx, effects::OUTBOX_INSERT, "", 10, &rows).await?;
+        run_values(tx, effects::OUTBOX_INSERT, "", OutboxRow::COLUMNS, &rows).await?;
     }
 
     if !stale_rows.is_empty() {
-        let rows: Vec<Vec<Val>> = stale_rows
-            .into_iter()
-            .map(|r| {
-                vec![
-                    r.order_id.into(),
-                    r.provider.into(),
-                    r.event_id.into(),
-                    r.transition.into(),
-                    r.kind.into(),
-                    r.reason.into(),
-                    r.order_status.into(),
-                    r.amount.into(),
-                    r.currency.into(),
-                    r.occurred_at.into(),
-                    r.recorded_at.into(),
-                ]
-            })
-            .collect();
-        run_values(tx, effects::STALE_INSERT, "", 11, &rows).await?;
+        let rows: Vec<Vec<Val>> = stale_rows.into_iter().map(StaleRow::into_values).collect();
+        run_values(tx, effects::STALE_INSERT, "", StaleRow::COLUMNS, &rows).await?;
     }
 
     if !new_refs.is_empty() {

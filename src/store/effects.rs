@@ -14,6 +14,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
 
 use super::inbox::{self, Claimed, Filed};
+use super::values::{run_values, Val};
 use crate::config::OutboxSettings;
 use crate::domain::money::{class, guard, plan_entries};
 use crate::domain::{
@@ -729,6 +730,70 @@ pub(crate) struct StaleRow {
     pub(crate) recorded_at: i64,
 }
 
+// The values of each row in the column order of its INSERT below, for the per-event path
+// and the set-based batch alike.
+impl LedgerRow {
+    pub(crate) const COLUMNS: usize = 14;
+
+    pub(crate) fn into_values(self) -> Vec<Val> {
+        vec![
+            self.order_id.into(),
+            self.transition.into(),
+            self.status_after.into(),
+            self.amount.into(),
+            self.currency.into(),
+            self.external_ref.into(),
+            self.effect_key.into(),
+            self.provider.into(),
+            self.event_id.into(),
+            self.occurred_at.into(),
+            self.recorded_at.into(),
+            self.entry.into(),
+            self.group_ref.into(),
+            self.counted.into(),
+        ]
+    }
+}
+
+impl OutboxRow {
+    pub(crate) const COLUMNS: usize = 10;
+
+    pub(crate) fn into_values(self) -> Vec<Val> {
+        vec![
+            self.idempotency_key.into(),
+            self.effect_key.into(),
+            self.order_id.into(),
+            self.topic.into(),
+            self.sink.into(),
+            self.payload.into(),
+            self.correlation_id.into(),
+            "pending".into(),
+            self.now.into(),
+            self.now.into(),
+        ]
+    }
+}
+
+impl StaleRow {
+    pub(crate) const COLUMNS: usize = 11;
+
+    pub(crate) fn into_values(self) -> Vec<Val> {
+        vec![
+            self.order_id.into(),
+            self.provider.into(),
+            self.event_id.into(),
+            self.transition.into(),
+            self.kind.into(),
+            self.reason.into(),
+            self.order_status.into(),
+            self.amount.into(),
+            self.currency.into(),
+            self.occurred_at.into(),
+            self.recorded_at.into(),
+        ]
+    }
+}
+
 /// The ledger row of an entry and the outbox rows announcing it.
 pub(crate) fn entry_rows(ctx: &Written<'_>, entry: &Entry) -> (LedgerRow, Vec<OutboxRow>) {
     let key = entry_key(ctx.order_id, entry);
@@ -847,25 +912,13 @@ async fn write_entry(
     entry: &Entry,
 ) -> anyhow::Result<()> {
     let (row, messages) = entry_rows(ctx, entry);
-    sqlx::query(&format!(
-        "{LEDGER_INSERT}{}",
-        super::values_list(super::Backend::of(tx), 1, 14)
-    ))
-    .bind(row.order_id)
-    .bind(row.transition)
-    .bind(row.status_after)
-    .bind(row.amount)
-    .bind(row.currency)
-    .bind(row.external_ref)
-    .bind(row.effect_key)
-    .bind(row.provider)
-    .bind(row.event_id)
-    .bind(row.occurred_at)
-    .bind(row.recorded_at)
-    .bind(row.entry)
-    .bind(row.group_ref)
-    .bind(row.counted)
-    .execute(&mut **tx)
+    run_values(
+        tx,
+        LEDGER_INSERT,
+        "",
+        LedgerRow::COLUMNS,
+        &[row.into_values()],
+    )
     .await?;
     if entry.kind == EntryKind::Refund {
         // A refund oncehook asked for is confirmed once its money is counted.
@@ -891,20 +944,9 @@ async fn write_status_message(
 }
 
 async fn write_messages(tx: &mut Transaction<'_, Any>, rows: Vec<OutboxRow>) -> anyhow::Result<()> {
-    for row in rows {
-        sqlx::query(&format!(
-            "{OUTBOX_INSERT}($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8)"
-        ))
-        .bind(row.idempotency_key)
-        .bind(row.effect_key)
-        .bind(row.order_id)
-        .bind(row.topic)
-        .bind(row.sink)
-        .bind(row.payload)
-        .bind(row.correlation_id)
-        .bind(row.now)
-        .execute(&mut **tx)
-        .await?;
+    if !rows.is_empty() {
+        let rows: Vec<Vec<Val>> = rows.into_iter().map(OutboxRow::into_values).collect();
+        run_values(tx, OUTBOX_INSERT, "", OutboxRow::COLUMNS, &rows).await?;
     }
     Ok(())
 }
@@ -922,22 +964,13 @@ async fn record_stale(
         .execute(&mut **tx)
         .await?;
     let row = stale_row(ctx, kind, reason);
-    sqlx::query(&format!(
-        "{STALE_INSERT}{}",
-        super::values_list(super::Backend::of(tx), 1, 11)
-    ))
-    .bind(row.order_id)
-    .bind(row.provider)
-    .bind(row.event_id)
-    .bind(row.transition)
-    .bind(row.kind)
-    .bind(row.reason)
-    .bind(row.order_status)
-    .bind(row.amount)
-    .bind(row.currency)
-    .bind(row.occurred_at)
-    .bind(row.recorded_at)
-    .execute(&mut **tx)
+    run_values(
+        tx,
+        STALE_INSERT,
+        "",
+        StaleRow::COLUMNS,
+        &[row.into_values()],
+    )
     .await?;
     Ok(())
 }
