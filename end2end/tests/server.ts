@@ -104,3 +104,38 @@ export async function serve(dir: string, args: string[], logName: string): Promi
     },
   };
 }
+
+export interface RunningSimulator {
+  /** SIGTERM, then the log is copied to end2end/test-results/`logName`. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `oncehook simulate ...args --keep-serving` in `dir`, logging to `dir/simulator.log`:
+ * the run sends its webhooks, then the API keeps serving (and announcing the refunds made
+ * through it) until stopped.
+ */
+export function simulate(dir: string, args: string[], logName: string): RunningSimulator {
+  const log = join(dir, 'simulator.log');
+  const out = openSync(log, 'a');
+  const child = spawn(BIN, ['simulate', ...args, '--keep-serving'], {
+    cwd: dir,
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info' },
+    stdio: ['ignore', out, out],
+  });
+  let exited = false;
+  child.on('exit', () => (exited = true));
+  return {
+    async stop() {
+      if (!exited) {
+        const gone = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        await gone;
+        clearTimeout(timer);
+      }
+      mkdirSync(join(__dirname, '..', 'test-results'), { recursive: true });
+      copyFileSync(log, join(__dirname, '..', 'test-results', logName));
+    },
+  };
+}

@@ -288,17 +288,25 @@ impl Engine {
                     json!({})
                 };
                 let status = if *pending { "pending" } else { "succeeded" };
-                self.refund(
-                    order_id, refund, pi, *amount, status, metadata, two, at, &mut out,
-                );
+                // The plan was drawn before anyone refunded through the API: like a person
+                // in Stripe's dashboard, the planned refund takes what is left, and none
+                // when nothing is (Stripe refuses to refund more than was charged).
+                let amount = (*amount).min(self.unrefunded(pi));
+                if amount > 0 {
+                    self.refund(
+                        order_id, refund, pi, amount, status, metadata, two, at, &mut out,
+                    );
+                }
             }
-            Action::RefundSettled { refund, succeeded } => {
+            // A planned refund the API's refunds left nothing for never existed to settle.
+            Action::RefundSettled { refund, succeeded } if self.objects.contains_key(refund) => {
                 let status = if *succeeded { "succeeded" } else { "failed" };
                 self.settle_refund(order_id, refund, status, two, at, &mut out);
             }
-            Action::RefundFailed { refund } => {
+            Action::RefundFailed { refund } if self.objects.contains_key(refund) => {
                 self.settle_refund(order_id, refund, "failed", two, at, &mut out);
             }
+            Action::RefundSettled { .. } | Action::RefundFailed { .. } => {}
             Action::Dispute { dispute, pi } => {
                 let intent = self.get(pi);
                 let d = shapes::dispute(dispute, &intent, at);
@@ -379,6 +387,16 @@ impl Engine {
         self.put(order_id, intent.clone());
         self.event(out, order_id, "charge.succeeded", at, &paid, None, None);
         intent
+    }
+
+    /// What is left to refund of a payment intent's charge (pending refunds count as
+    /// refunded, as in Stripe's running total).
+    fn unrefunded(&self, pi: &str) -> i64 {
+        let Some(charge) = self.objects[pi]["latest_charge"].as_str() else {
+            return 0;
+        };
+        let charge = self.get(charge);
+        charge["amount"].as_i64().unwrap_or(0) - charge["amount_refunded"].as_i64().unwrap_or(0)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -507,9 +525,7 @@ impl Engine {
                 ),
             });
         }
-        let charge = self.get(intent["latest_charge"].as_str().unwrap_or_default());
-        let left = charge["amount"].as_i64().unwrap_or(0)
-            - charge["amount_refunded"].as_i64().unwrap_or(0);
+        let left = self.unrefunded(pi);
         if left <= 0 {
             return Err(Refusal {
                 status: 400,
@@ -517,7 +533,7 @@ impl Engine {
                 param: None,
                 message: format!(
                     "Charge {} has already been refunded.",
-                    charge["id"].as_str().unwrap_or_default()
+                    intent["latest_charge"].as_str().unwrap_or_default()
                 ),
             });
         }
@@ -566,5 +582,90 @@ impl Engine {
             })
             .collect();
         db.write(&rows, events).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulator::plan::{Action, Step};
+    use crate::simulator::shapes::Method;
+
+    fn step(action: Action) -> Step {
+        Step {
+            after_secs: 0,
+            action,
+            ungenerated: false,
+            two_types: false,
+        }
+    }
+
+    fn planned_refund(refund: &str) -> Step {
+        step(Action::Refund {
+            refund: refund.into(),
+            pi: "pi_1".into(),
+            amount: 5_000,
+            pending: true,
+            with_order_id: true,
+        })
+    }
+
+    /// A paid order of 50.00, as the plan opens and captures it.
+    fn paid() -> Engine {
+        let mut engine = Engine::new(1);
+        let open = step(Action::Open {
+            pi: "pi_1".into(),
+            amount: 5_000,
+            currency: "usd".into(),
+            method: Method::Card,
+            session: None,
+        });
+        engine.apply("order_1", &open, 10);
+        let succeed = step(Action::Succeed {
+            pi: "pi_1".into(),
+            charge: "ch_1".into(),
+        });
+        engine.apply("order_1", &succeed, 20);
+        engine
+    }
+
+    fn refunded_on_charge(engine: &Engine) -> i64 {
+        engine.get("ch_1")["amount_refunded"].as_i64().unwrap()
+    }
+
+    #[test]
+    fn a_planned_refund_after_an_api_refund_takes_only_what_is_left() {
+        let mut engine = paid();
+        engine
+            .create_refund("pi_1", Some(100), json!({}), 30)
+            .unwrap();
+        let events = engine.apply("order_1", &planned_refund("re_planned"), 40);
+        assert_eq!(engine.get("re_planned")["amount"], json!(4_900));
+        assert_eq!(refunded_on_charge(&engine), 5_000);
+        assert_eq!(events.len(), 1, "refund.created only: {events:?}");
+        // Failing later gives back exactly what it took, not the planned 50.00.
+        engine.apply(
+            "order_1",
+            &step(Action::RefundFailed {
+                refund: "re_planned".into(),
+            }),
+            50,
+        );
+        assert_eq!(refunded_on_charge(&engine), 100);
+    }
+
+    #[test]
+    fn a_planned_refund_of_a_fully_refunded_charge_never_happens() {
+        let mut engine = paid();
+        engine.create_refund("pi_1", None, json!({}), 30).unwrap();
+        let events = engine.apply("order_1", &planned_refund("re_planned"), 40);
+        assert!(events.is_empty(), "{events:?}");
+        assert!(!engine.objects.contains_key("re_planned"));
+        let settled = step(Action::RefundSettled {
+            refund: "re_planned".into(),
+            succeeded: true,
+        });
+        assert!(engine.apply("order_1", &settled, 50).is_empty());
+        assert_eq!(refunded_on_charge(&engine), 5_000);
     }
 }
