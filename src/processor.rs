@@ -135,10 +135,7 @@ pub struct ProcessorParts {
 
 impl Processor {
     pub fn new(db: Db, parts: ProcessorParts) -> Self {
-        let gather = crate::worker::Gather::new(
-            Duration::from_millis(parts.settings.linger_ms),
-            parts.settings.claim_batch,
-        );
+        let gather = crate::worker::Gather::new(Duration::from_millis(parts.settings.linger_ms));
         Processor {
             db,
             providers: parts.providers,
@@ -185,7 +182,7 @@ impl Processor {
         )
         .await?;
         crate::worker::recruit_if_full(&self.wake, claims.len(), self.settings.claim_batch);
-        self.gather.claimed(claims.len());
+        self.gather.claimed(claims.len(), self.settings.claim_batch);
         for group in claims.chunks(self.events_per_transaction()) {
             // A single event goes set-based too: the per-event path takes its effect key
             // before the order's lock, the set-based one the order's lock first, and a
@@ -244,7 +241,7 @@ impl Processor {
             return Ok(0);
         }
         crate::worker::recruit_if_full(&self.wake, claims.len(), self.settings.claim_batch);
-        self.gather.claimed(claims.len());
+        self.gather.claimed(claims.len(), self.settings.claim_batch);
         let prepared: Vec<Prepared> = claims.iter().map(|c| self.prepare(c)).collect();
         let live: Vec<(&Claimed, &Prepared)> = claims.iter().zip(&prepared).collect();
         let mut after = AfterCommit::default();
