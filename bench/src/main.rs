@@ -1089,7 +1089,7 @@ async fn bench_database(
             soak.acked,
             soak.distinct,
             soak.effects,
-            if soak.flat() { "flat" } else { "NOT FLAT" }
+            soak.verdict()
         ));
         r.soak = Some(soak);
     }

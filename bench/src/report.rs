@@ -483,7 +483,7 @@ fn render_db(o: &mut String, r: &DbResults) {
             s.acked,
             s.distinct,
             s.effects,
-            if s.flat() { "flat" } else { "NOT FLAT" }
+            s.verdict()
         );
     }
     if let Some(v) = &r.verify {

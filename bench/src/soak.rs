@@ -129,15 +129,46 @@ impl Soak {
         slope(&points)
     }
 
-    /// Flat: every event applied once, applied/s in the last minute within 5 % of the
-    /// first, p99 in the last minute at most twice the first's (+10 ms of poll noise),
-    /// VmRSS growing by less than 1 MiB a minute over the second half.
+    /// The medians of `value` over the first and the last third of the steady minutes (at
+    /// least one minute each). A median of several minutes, not one minute: a single slow
+    /// minute at the start (a disk stall, the load generator catching up) made a 15-minute
+    /// run whose applied rate was level from minute 5 to 15 read as slowing down.
+    fn thirds(&self, value: impl Fn(&Minute) -> f64) -> (f64, f64) {
+        let steady = self.steady();
+        let n = (steady.len() / 3).max(1).min(steady.len());
+        let median = |minutes: &[Minute]| {
+            let mut v: Vec<f64> = minutes.iter().map(&value).collect();
+            v.sort_by(f64::total_cmp);
+            match v.len() {
+                0 => 0.0,
+                len if len % 2 == 1 => v[len / 2],
+                len => (v[len / 2 - 1] + v[len / 2]) / 2.0,
+            }
+        };
+        (median(&steady[..n]), median(&steady[steady.len() - n..]))
+    }
+
+    /// The verdict with what it was read from.
+    pub fn verdict(&self) -> String {
+        let (first, last) = self.thirds(|m| m.applied as f64 / 60.0);
+        let (p99_first, p99_last) = self.thirds(|m| m.p99_ms as f64);
+        format!(
+            "medians of the first and last thirds: applied {first:.0} → {last:.0}/s, p99 \
+             {p99_first:.0} → {p99_last:.0} ms — {}",
+            if self.flat() { "flat" } else { "NOT FLAT" }
+        )
+    }
+
+    /// Flat: every event applied once; over the last third of the steady minutes, the
+    /// median applied/s within 5 % of the first third's and the median p99 at most twice
+    /// the first third's (+10 ms of poll noise); VmRSS growing by less than 1 MiB a minute
+    /// over the second half.
     pub fn flat(&self) -> bool {
-        let (first, last) = self.throughput_first_last();
-        let (p99_first, p99_last, _) = self.p99_first_last_max();
+        let (first, last) = self.thirds(|m| m.applied as f64 / 60.0);
+        let (p99_first, p99_last) = self.thirds(|m| m.p99_ms as f64);
         self.effects == self.distinct as i64
             && (last - first).abs() <= 0.05 * first.max(1.0)
-            && p99_last <= 2 * p99_first + 10
+            && p99_last <= 2.0 * p99_first + 10.0
             && self.late_slope_kb_per_min() < 1024.0
     }
 }
@@ -388,6 +419,26 @@ mod tests {
         assert!(flat.flat());
         let slowing = soak(&[3000, 6000, 6000, 6000, 5000], &[40, 30, 40, 60, 90], &rss);
         assert!(!slowing.flat());
+        // One slow minute at the start is not a trend (the first steady minute alone
+        // used to be the baseline).
+        let one_slow_minute = soak(
+            &[3000, 5160, 6000, 6000, 6000, 6000, 6000, 6000, 6000, 6000],
+            &[40, 150, 60, 62, 58, 61, 60, 59, 63, 60],
+            &rss,
+        );
+        assert!(one_slow_minute.flat());
+        let slowing_late = soak(
+            &[3000, 6000, 6000, 6000, 6000, 6000, 6000, 5500, 5400, 5300],
+            &[40, 30, 30, 30, 30, 30, 30, 30, 30, 30],
+            &rss,
+        );
+        assert!(!slowing_late.flat());
+        let tail_rising = soak(
+            &[3000, 6000, 6000, 6000, 6000, 6000, 6000, 6000, 6000, 6000],
+            &[40, 30, 30, 30, 40, 50, 60, 70, 80, 90],
+            &rss,
+        );
+        assert!(!tail_rising.flat());
         let growing = soak(
             &[6000; 5],
             &[30; 5],
