@@ -4,7 +4,7 @@
 //
 // ONCEHOOK_BIN overrides the binary (default: <repo>/target/debug/oncehook);
 // ONCEHOOK_SITE_ROOT overrides the built frontend (default: <repo>/target/site).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -58,6 +58,37 @@ export function addE2EUsers(dir: string, databaseUrl: string): void {
   }
 }
 
+/** An `oncehook` process started by `launch`. */
+interface Launched {
+  child: ChildProcess;
+  state: { exited: boolean };
+  log: string;
+}
+
+/** `oncehook ...args` in `dir`, its stdout and stderr appended to `dir/logFile`. */
+function launch(dir: string, args: string[], env: NodeJS.ProcessEnv, logFile: string): Launched {
+  const log = join(dir, logFile);
+  const out = openSync(log, 'a');
+  const child = spawn(BIN, args, { cwd: dir, env, stdio: ['ignore', out, out] });
+  const state = { exited: false };
+  child.on('exit', () => (state.exited = true));
+  return { child, state, log };
+}
+
+/** SIGTERM (SIGKILL after 10 s), then the log is copied to end2end/test-results/`logName`,
+ * so a failure can be read after the temp dir is gone. */
+async function stopAndKeepLog({ child, state, log }: Launched, logName: string): Promise<void> {
+  if (!state.exited) {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+  mkdirSync(join(__dirname, '..', 'test-results'), { recursive: true });
+  copyFileSync(log, join(__dirname, '..', 'test-results', logName));
+}
+
 export interface RunningOncehook {
   url: string;
   /** When the process was started (ms since the epoch). */
@@ -73,40 +104,23 @@ export interface RunningOncehook {
 export async function serve(dir: string, args: string[], logName: string): Promise<RunningOncehook> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const log = join(dir, 'server.log');
-  const out = openSync(log, 'a');
   const env: NodeJS.ProcessEnv = { ...process.env, ONCEHOOK_SITE_ROOT: SITE_ROOT, RUST_LOG: process.env.RUST_LOG ?? 'info' };
   delete env.ONCEHOOK_CONFIG;
   const startedAt = Date.now();
-  const child = spawn(BIN, ['serve', '--listen', `127.0.0.1:${port}`, ...args], {
-    cwd: dir,
-    env,
-    stdio: ['ignore', out, out],
-  });
-  const state = { exited: false };
-  child.on('exit', () => (state.exited = true));
-  await waitForHealth(url, state, log);
+  const server = launch(dir, ['serve', '--listen', `127.0.0.1:${port}`, ...args], env, 'server.log');
+  await waitForHealth(url, server.state, server.log);
   return {
     url,
     startedAt,
     async stop() {
-      if (!state.exited) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-        await exited;
-        clearTimeout(timer);
-      }
-      // Kept next to the test results so a failure can be read after the temp dir is gone.
-      mkdirSync(join(__dirname, '..', 'test-results'), { recursive: true });
-      copyFileSync(log, join(__dirname, '..', 'test-results', logName));
+      await stopAndKeepLog(server, logName);
       if (!process.env.ONCEHOOK_E2E_KEEP) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
 
 export interface RunningSimulator {
-  /** SIGTERM, then the log is copied to end2end/test-results/`logName`. */
+  /** SIGTERM (SIGKILL after 10 s), then the log is copied to end2end/test-results/`logName`. */
   stop(): Promise<void>;
 }
 
@@ -116,26 +130,7 @@ export interface RunningSimulator {
  * through it) until stopped.
  */
 export function simulate(dir: string, args: string[], logName: string): RunningSimulator {
-  const log = join(dir, 'simulator.log');
-  const out = openSync(log, 'a');
-  const child = spawn(BIN, ['simulate', ...args, '--keep-serving'], {
-    cwd: dir,
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info' },
-    stdio: ['ignore', out, out],
-  });
-  let exited = false;
-  child.on('exit', () => (exited = true));
-  return {
-    async stop() {
-      if (!exited) {
-        const gone = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-        await gone;
-        clearTimeout(timer);
-      }
-      mkdirSync(join(__dirname, '..', 'test-results'), { recursive: true });
-      copyFileSync(log, join(__dirname, '..', 'test-results', logName));
-    },
-  };
+  const env: NodeJS.ProcessEnv = { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info' };
+  const simulator = launch(dir, ['simulate', ...args, '--keep-serving'], env, 'simulator.log');
+  return { stop: () => stopAndKeepLog(simulator, logName) };
 }
