@@ -23,6 +23,7 @@ both!(
     dead_letter_actions_are_audited_with_their_source_address,
     the_redrive_preview_reads_at_most_what_it_shows,
     the_inbox_type_and_time_filters_are_served_by_indexes,
+    an_event_id_without_its_provider_is_found_by_the_unique_key,
     sink_urls_on_the_settings_page_show_scheme_and_host_only,
     percent_and_underscore_in_the_error_filter_match_literally,
 );
@@ -353,9 +354,23 @@ async fn the_redrive_preview_reads_at_most_what_it_shows(kind: Kind) {
 /// which index would serve it at a million rows (a discouraged step is still taken when
 /// nothing else can answer, so a Sort in the plan means no index gives the order).
 async fn plan(app: &TestApp, filter: &oncehook::store::read::EventFilter) -> String {
+    plan_without(
+        app,
+        filter,
+        &["enable_seqscan", "enable_bitmapscan", "enable_sort"],
+    )
+    .await
+}
+
+/// The plan with the given PostgreSQL planner steps discouraged (see `plan`).
+async fn plan_without(
+    app: &TestApp,
+    filter: &oncehook::store::read::EventFilter,
+    discouraged: &[&str],
+) -> String {
     let mut conn = app.db.reader().acquire().await.unwrap();
     if app.db.backend == oncehook::store::Backend::Postgres {
-        for setting in ["enable_seqscan", "enable_bitmapscan", "enable_sort"] {
+        for setting in discouraged {
             sqlx::query(&format!("SET {setting} = off"))
                 .execute(&mut *conn)
                 .await
@@ -367,7 +382,7 @@ async fn plan(app: &TestApp, filter: &oncehook::store::read::EventFilter) -> Str
         .unwrap();
     if app.db.backend == oncehook::store::Backend::Postgres {
         // Each one by name: RESET ALL would also undo the pool's read-only session.
-        for setting in ["enable_seqscan", "enable_bitmapscan", "enable_sort"] {
+        for setting in discouraged {
             sqlx::query(&format!("RESET {setting}"))
                 .execute(&mut *conn)
                 .await
@@ -442,6 +457,96 @@ async fn the_inbox_type_and_time_filters_are_served_by_indexes(kind: Kind) {
         )
         .await;
     assert_eq!(ids(&second), ["evt_time_1", "evt_time_0"]);
+    app.shutdown().await;
+}
+
+/// The inbox keeps no index on event_id alone (it cost every receipt a random page write):
+/// a lookup without the provider walks the distinct providers and probes the UNIQUE
+/// (provider, event_id) key once per provider, and still finds the event under each one.
+async fn an_event_id_without_its_provider_is_found_by_the_unique_key(kind: Kind) {
+    use oncehook::store::read::{list_events, EventFilter};
+    let app = app(kind).await;
+    let body = payment_intent_succeeded("evt_both", "pi_both", "order-both", 1000, T10_00);
+    assert_eq!(app.post_stripe(&body).await.status(), 200);
+    assert_eq!(app.post_standard("evt_both", &body).await.status(), 200);
+    let other = payment_intent_succeeded("evt_other", "pi_other", "order-o", 1000, T10_00);
+    assert_eq!(app.post_stripe(&other).await.status(), 200);
+
+    let by_id = |provider: Option<&str>| EventFilter {
+        event_id: Some("evt_both".into()),
+        provider: provider.map(str::to_owned),
+        limit: 51,
+        ..Default::default()
+    };
+    let mut found: Vec<(String, String)> = list_events(&app.db, &by_id(None))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.provider, e.event_id))
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            ("acme".to_string(), "evt_both".to_string()),
+            ("stripe".to_string(), "evt_both".to_string())
+        ]
+    );
+    let stripe_only = list_events(&app.db, &by_id(Some("stripe"))).await.unwrap();
+    assert_eq!(stripe_only.len(), 1);
+    assert_eq!(stripe_only[0].provider, "stripe");
+    let missing = EventFilter {
+        event_id: Some("evt_nowhere".into()),
+        limit: 51,
+        ..Default::default()
+    };
+    assert!(list_events(&app.db, &missing).await.unwrap().is_empty());
+
+    // Sorting stays allowed: the lookup finds one row per provider at most, and sorting
+    // those is the point (the pkey's order would mean reading the inbox until a match).
+    let plan = plan_without(&app, &by_id(None), &["enable_seqscan", "enable_bitmapscan"]).await;
+    // The unique key is probed with both of its columns, and the page then fetches the
+    // rows by id: never a walk of the table or of a whole index.
+    let (probe, page) = plan
+        .split_once("-- the page:")
+        .unwrap_or_else(|| panic!("a probe and a page: {plan}"));
+    assert!(probe.contains("-- the event id's probe:"), "{plan}");
+    let cond_after = |text: &str, scan: &str| -> String {
+        text.lines()
+            .skip_while(|l| !l.contains(scan))
+            .nth(1)
+            .unwrap_or_default()
+            .to_string()
+    };
+    match kind {
+        Kind::Sqlite => {
+            assert!(
+                probe.contains(
+                    "SEARCH e USING COVERING INDEX sqlite_autoindex_inbox_events_1 \
+                     (provider=? AND event_id=?)"
+                ),
+                "{plan}"
+            );
+            assert!(
+                page.contains("SEARCH i USING INTEGER PRIMARY KEY (rowid"),
+                "{plan}"
+            );
+            assert!(!page.contains("SCAN i"), "{plan}");
+        }
+        Kind::Postgres => {
+            let probed = cond_after(
+                probe,
+                "using inbox_events_provider_event_id_key on inbox_events e",
+            );
+            assert!(
+                probed.contains("Index Cond: ((provider = ") && probed.contains("AND (event_id = "),
+                "{plan}"
+            );
+            let fetched = cond_after(page, "using inbox_events_pkey on inbox_events i");
+            assert!(fetched.contains("Index Cond: ((id = ANY ("), "{plan}");
+            assert!(!plan.contains("Seq Scan on inbox_events"), "{plan}");
+        }
+    }
     app.shutdown().await;
 }
 

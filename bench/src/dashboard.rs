@@ -330,6 +330,10 @@ pub async fn measure(
         ("inbox, status = dead", "/events?status=dead".into()),
         ("inbox, by order", format!("/events?order={order}")),
         (
+            "inbox, by event id (no provider)",
+            format!("/events?event={}", factory.event_id(70)),
+        ),
+        (
             "inbox, by correlation id",
             format!("/events?correlation={correlation}"),
         ),

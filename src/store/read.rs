@@ -123,10 +123,43 @@ async fn filtered_events(
     filter: &EventFilter,
     columns: &str,
 ) -> anyhow::Result<Vec<AnyRow>> {
-    let (sql, args) = events_query(filter, columns);
+    let mut conn = db.reader().acquire().await?;
+    let ids = ids_of_event(&mut conn, filter).await?;
+    let (sql, args) = events_query(filter, ids.as_deref(), columns);
     Ok(bind_all(sqlx::query(&sql), args)
-        .fetch_all(db.reader())
+        .fetch_all(&mut *conn)
         .await?)
+}
+
+/// The probe behind a filter on an event id without its provider: the inbox has no index
+/// on event_id alone (one would cost every receipt a random page write), so this walks the
+/// few distinct providers along the UNIQUE (provider, event_id) key, a seek each, and
+/// probes that key once per provider. Each probe is a correlated scalar subquery, so no
+/// planner can make it a walk of the whole index.
+const EVENT_PROBE: &str = "WITH RECURSIVE providers(name) AS ( \
+       SELECT (SELECT provider FROM inbox_events ORDER BY provider LIMIT 1) \
+       UNION ALL \
+       SELECT (SELECT provider FROM inbox_events WHERE provider > providers.name \
+               ORDER BY provider LIMIT 1) \
+       FROM providers WHERE providers.name IS NOT NULL) \
+     SELECT (SELECT e.id FROM inbox_events e \
+             WHERE e.provider = providers.name AND e.event_id = $1) AS id \
+     FROM providers WHERE providers.name IS NOT NULL";
+
+/// The inbox ids of the filter's event under each provider (at most one each), when the
+/// filter names an event id without its provider; `None` otherwise.
+async fn ids_of_event(
+    conn: &mut sqlx::AnyConnection,
+    filter: &EventFilter,
+) -> anyhow::Result<Option<Vec<i64>>> {
+    let (Some(event_id), None) = (&filter.event_id, &filter.provider) else {
+        return Ok(None);
+    };
+    let ids: Vec<Option<i64>> = sqlx::query_scalar(EVENT_PROBE)
+        .bind(event_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(Some(ids.into_iter().flatten().collect()))
 }
 
 /// The plan the database picks for the inbox's query with `filter`, one step a line
@@ -137,34 +170,70 @@ pub async fn plan_of_events(
     conn: &mut sqlx::AnyConnection,
     filter: &EventFilter,
 ) -> anyhow::Result<String> {
-    let (sql, args) = events_query(filter, EVENT_COLUMNS);
     let (explain, column) = match db.backend {
         super::Backend::Sqlite => ("EXPLAIN QUERY PLAN", 3),
         super::Backend::Postgres => ("EXPLAIN", 0),
     };
-    let rows = bind_all(sqlx::query(&format!("{explain} {sql}")), args)
-        .fetch_all(&mut *conn)
-        .await?;
-    let lines: Vec<String> = rows
-        .iter()
-        .map(|r| r.try_get::<String, _>(column))
-        .collect::<Result<_, _>>()?;
+    let mut lines: Vec<String> = Vec::new();
+    let ids = ids_of_event(&mut *conn, filter).await?;
+    let mut statements = Vec::new();
+    if let Some(event_id) = ids.as_ref().and(filter.event_id.as_ref()) {
+        lines.push("-- the event id's probe:".into());
+        statements.push((
+            EVENT_PROBE.to_string(),
+            vec![SqlArg::Text(event_id.clone())],
+        ));
+    }
+    statements.push(events_query(filter, ids.as_deref(), EVENT_COLUMNS));
+    for (i, (sql, args)) in statements.into_iter().enumerate() {
+        if i > 0 {
+            lines.push("-- the page:".into());
+        }
+        let rows = bind_all(sqlx::query(&format!("{explain} {sql}")), args)
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in &rows {
+            lines.push(row.try_get::<String, _>(column)?);
+        }
+    }
     Ok(lines.join("\n"))
 }
 
-fn events_query(filter: &EventFilter, columns: &str) -> (String, Vec<SqlArg>) {
+/// The inbox page's statement; `event_ids`: what `ids_of_event` found, when it applies.
+fn events_query(
+    filter: &EventFilter,
+    event_ids: Option<&[i64]>,
+    columns: &str,
+) -> (String, Vec<SqlArg>) {
     let mut clauses = Vec::new();
     let mut args: Vec<SqlArg> = Vec::new();
     for (col, value) in [
-        ("i.provider", &filter.provider),
-        ("i.status", &filter.status),
-        ("i.event_type", &filter.event_type),
-        ("i.order_id", &filter.order_id),
-        ("i.event_id", &filter.event_id),
+        ("i.provider", filter.provider.as_ref()),
+        ("i.status", filter.status.as_ref()),
+        ("i.event_type", filter.event_type.as_ref()),
+        ("i.order_id", filter.order_id.as_ref()),
+        // Without a provider, the event id is found by `ids_of_event`.
+        (
+            "i.event_id",
+            filter.provider.as_ref().and(filter.event_id.as_ref()),
+        ),
     ] {
         if let Some(v) = value {
             args.push(SqlArg::Text(v.clone()));
             clauses.push(format!("{col} = ${}", args.len()));
+        }
+    }
+    if let Some(ids) = event_ids {
+        // The event under each provider, by id (the ids come from `ids_of_event`).
+        if ids.is_empty() {
+            clauses.push("1 = 0".to_string());
+        } else {
+            let mut list = Vec::new();
+            for id in ids {
+                args.push(SqlArg::Int(*id));
+                list.push(format!("${}", args.len()));
+            }
+            clauses.push(format!("i.id IN ({})", list.join(", ")));
         }
     }
     if let Some(correlation_id) = &filter.correlation_id {
