@@ -13,13 +13,18 @@ use crate::store::{now_ms, Db};
 const ORDER_DEAD_LETTERS: i64 = 200;
 
 pub async fn order_detail(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderDetail>> {
+    // The commands before the order: a refund command is confirmed in the transaction that
+    // counts its money, so a command read as confirmed guarantees the order read after it
+    // has the money. Read the other way round, a confirmation committed between the two
+    // reads showed "confirmed" beside the old totals, and the page, seeing nothing in
+    // flight, stopped reading the order again (e2e refunds.spec.ts, CI 2026-12-03).
+    let commands = super::commands::of_order(db, order_id).await?;
     let Some(view) = order_view(db, order_id).await? else {
         return Ok(None);
     };
     // Any status: a resolved or redriven dead letter is part of the story too.
     let dead = dead_letters::of_order(db, order_id, ORDER_DEAD_LETTERS, now_ms()).await?;
     let redrives = triage::redrives_of_order(db, order_id).await?;
-    let commands = super::commands::of_order(db, order_id).await?;
     let diffs = super::reconcile::of_order(db, order_id).await?;
     let mut detail = detail(view, &dead, &redrives);
     super::commands::add_to_story(&mut detail, commands);
