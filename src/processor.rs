@@ -205,22 +205,20 @@ impl Processor {
         Ok(claims.len())
     }
 
-    /// Whether a claim is applied set-based in the transaction that claims it: on SQLite
-    /// (one writer). Not on PostgreSQL: a claim's `FOR UPDATE SKIP LOCKED` can keep the lock
-    /// of a row it rejected on recheck (claimed meanwhile by a step-by-step claim, as in a
-    /// fallback or an instance with other settings) until its transaction ends; held for a
-    /// whole batch, that lock met the other worker's order lock in a cycle
-    /// (`per_event_and_set_based_workers_on_the_same_orders_never_deadlock`, 1 run in 5).
+    /// Whether a claim is applied set-based in the transaction that claims it. On SQLite
+    /// (one writer) the claim is the usual lease, written and filed in one transaction; on
+    /// PostgreSQL it is `inbox::claim_locked`, which writes nothing and holds the rows with
+    /// advisory locks (see there why not row locks).
     fn one_commit_batches(&self) -> bool {
-        self.db.backend == crate::store::Backend::Sqlite
-            && self.settings.set_based
+        self.settings.set_based
             && self.events_per_transaction()
                 >= usize::try_from(self.settings.claim_batch).unwrap_or(1)
     }
 
     /// The common case in one commit: claim a batch, apply it set-based and file every
     /// event, so the claim costs no commit of its own (on SQLite no fsync, and no second
-    /// copy of the inbox pages in the WAL) and a crash leaves the rows unclaimed rather
+    /// copy of the inbox pages in the WAL; on PostgreSQL no WAL flush and no second version
+    /// of each inbox row in all its indexes) and a crash leaves the rows unclaimed rather
     /// than leased. Anything unusual (a fallback, a fence, an error) rolls all of it back,
     /// the claim included, and `run_once` takes the step-by-step path, which handles each.
     /// Returns how many events were claimed and applied.
@@ -228,14 +226,24 @@ impl Processor {
         let mut conn = self.db.writer().acquire().await?;
         let mut tx = conn.begin().await?;
         let now = now_ms();
-        let claims = inbox::claim_in(
-            &mut *tx,
-            &self.db,
-            now,
-            now + self.settings.lease_secs * 1000,
-            self.settings.claim_batch,
-        )
-        .await?;
+        let claims = match self.db.backend {
+            crate::store::Backend::Sqlite => {
+                inbox::claim_in(
+                    &mut *tx,
+                    &self.db,
+                    now,
+                    now + self.settings.lease_secs * 1000,
+                    self.settings.claim_batch,
+                )
+                .await?
+            }
+            crate::store::Backend::Postgres => {
+                // Every worker's batch may be in flight among the first due rows.
+                let workers = i64::try_from(self.settings.workers).unwrap_or(1).max(1);
+                let candidates = self.settings.claim_batch * (workers + 1);
+                inbox::claim_locked(&mut tx, now, self.settings.claim_batch, candidates).await?
+            }
+        };
         if claims.is_empty() {
             tx.rollback().await?;
             return Ok(0);

@@ -20,6 +20,7 @@ both!(
     per_event_and_set_based_workers_on_the_same_orders_never_deadlock,
     write_sessions_are_durable_and_plan_for_the_tables_as_they_are,
     the_reference_lookup_probes_the_key_without_statistics,
+    a_one_commit_batch_files_each_event_with_one_write,
 );
 
 /// Every kind of outcome, in an order where later events depend on earlier ones.
@@ -463,11 +464,11 @@ async fn a_fenced_claim_fails_the_set_based_batch_naming_it(kind: Kind) {
     app.shutdown().await;
 }
 
-/// On SQLite a set-based batch claims its rows in the transaction that applies them: a
-/// failure anywhere in the batch rolls the claim back with everything else, so the rows are
-/// due again at once with their attempt counters untouched (not leased for `lease_secs`),
-/// and the step-by-step path then isolates the failing event. (PostgreSQL claims in a
-/// commit of its own: see `Processor::one_commit_batches`.)
+/// A set-based batch claims its rows in the transaction that applies them (SQLite: a lease
+/// written in that transaction; PostgreSQL: advisory locks, nothing written): a failure
+/// anywhere in the batch rolls the claim back with everything else, so the rows are due
+/// again at once with their attempt counters untouched (not leased for `lease_secs`), and
+/// the step-by-step path then isolates the failing event.
 async fn a_batch_claimed_in_its_own_transaction_rolls_its_claim_back_on_failure(kind: Kind) {
     let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
     refuse_ledger_rows_of(&app, kind, "order-bad").await;
@@ -486,23 +487,17 @@ async fn a_batch_claimed_in_its_own_transaction_rolls_its_claim_back_on_failure(
     let row =
         |id: &str, status: &str, attempts: i64| (id.to_string(), status.to_string(), attempts);
     let processor = app.processor();
-    match kind {
-        Kind::Sqlite => {
-            let error = processor.claim_and_apply().await.unwrap_err();
-            assert!(
-                format!("{error:#}").contains("refused for the test"),
-                "{error:#}"
-            );
-            assert_eq!(
-                inbox().await,
-                vec![row("evt_bad", "pending", 0), row("evt_ok", "pending", 0)],
-                "the claim rolled back with the batch"
-            );
-            assert_eq!(app.count("SELECT COUNT(*) FROM orders").await, 0);
-        }
-        // Claims commit first on PostgreSQL; run_once below is the whole story there.
-        Kind::Postgres => {}
-    }
+    let error = processor.claim_and_apply().await.unwrap_err();
+    assert!(
+        format!("{error:#}").contains("refused for the test"),
+        "{error:#}"
+    );
+    assert_eq!(
+        inbox().await,
+        vec![row("evt_bad", "pending", 0), row("evt_ok", "pending", 0)],
+        "the claim rolled back with the batch"
+    );
+    assert_eq!(app.count("SELECT COUNT(*) FROM orders").await, 0);
     // run_once: the one-commit batch fails again, the step-by-step path claims (a commit),
     // falls back to one event at a time, and only the refused event waits for a retry.
     assert_eq!(processor.run_once(&Default::default()).await.unwrap(), 2);
@@ -859,5 +854,149 @@ async fn the_reference_lookup_probes_the_key_without_statistics(kind: Kind) {
         q = q.bind(format!("pi_{}", n * 600 + 7));
     }
     assert_eq!(q.fetch_all(app.db.writer()).await.unwrap().len(), 32);
+    app.shutdown().await;
+}
+
+/// PostgreSQL's one-commit claim (`inbox::claim_locked`) holds rows with advisory locks
+/// for its transaction only and writes nothing: a second locked claim skips them, a
+/// rollback hands them back at once with their counters untouched, and a lease taken
+/// meanwhile by a step-by-step claim (which does not ask for the locks) fences the
+/// locked batch off instead of applying an event twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn locked_claims_hold_their_rows_for_their_transaction_only() {
+    use oncehook::store::batch::{apply_batch, BatchError, Input};
+    use oncehook::store::inbox::{claim_locked, Hold};
+    use sqlx::Connection;
+    if common::postgres_base_url().is_none() {
+        return;
+    }
+    let app = TestApp::spawn_with(Kind::Postgres, |s| configure(s, Mode::SetBased)).await;
+    for o in 0..3 {
+        let event = payment_intent_succeeded(
+            &format!("evt_l{o}"),
+            &format!("pi_l{o}"),
+            &format!("order-l{o}"),
+            500,
+            T10_00,
+        );
+        assert_eq!(app.post_stripe(&event).await.status(), 200);
+    }
+    let untouched = || async {
+        sqlx::query_as::<_, (String, i64)>("SELECT status, attempts FROM inbox_events ORDER BY id")
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap()
+    };
+    let pending = vec![("pending".to_string(), 0); 3];
+    let now = oncehook::store::now_ms();
+    let mut first = app.db.writer().acquire().await.unwrap();
+    let mut first_tx = first.begin().await.unwrap();
+    let held = claim_locked(&mut first_tx, now, 2, 10).await.unwrap();
+    assert_eq!(
+        held.iter().map(|c| c.event_id.as_str()).collect::<Vec<_>>(),
+        ["evt_l0", "evt_l1"]
+    );
+    assert!(held
+        .iter()
+        .all(|c| c.hold == Hold::TxLock && c.attempt == 1));
+    assert_eq!(untouched().await, pending, "a locked claim writes nothing");
+
+    let mut second = app.db.writer().acquire().await.unwrap();
+    let mut second_tx = second.begin().await.unwrap();
+    let rest = claim_locked(&mut second_tx, now, 10, 10).await.unwrap();
+    assert_eq!(
+        rest.iter().map(|c| c.event_id.as_str()).collect::<Vec<_>>(),
+        ["evt_l2"]
+    );
+    second_tx.rollback().await.unwrap();
+    let mut second_tx = second.begin().await.unwrap();
+    let again = claim_locked(&mut second_tx, now, 10, 10).await.unwrap();
+    assert_eq!(
+        again
+            .iter()
+            .map(|c| c.event_id.as_str())
+            .collect::<Vec<_>>(),
+        ["evt_l2"],
+        "a rollback releases the rows at once"
+    );
+    second_tx.rollback().await.unwrap();
+    drop(second);
+
+    // A step-by-step claim leases every due row, the locked ones included; the locked
+    // batch is then fenced off as a whole and writes nothing.
+    let leased = oncehook::store::inbox::claim(&app.db, now, now + 30_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 3);
+    let providers = oncehook::config::Providers::build(&app.settings.providers).unwrap();
+    let mapped: Vec<_> = held
+        .iter()
+        .map(|c| {
+            providers
+                .get(&c.provider)
+                .unwrap()
+                .mapping
+                .map(&c.raw_body)
+                .unwrap()
+        })
+        .collect();
+    let inputs: Vec<Input> = held
+        .iter()
+        .zip(&mapped)
+        .map(|(claim, event)| Input::Mapped { claim, event })
+        .collect();
+    match apply_batch(
+        &mut first_tx,
+        app.db.backend,
+        &inputs,
+        &app.settings.outbox,
+        now,
+    )
+    .await
+    {
+        Err(BatchError::Fenced(ids)) => {
+            assert_eq!(ids, held.iter().map(|c| c.id).collect::<Vec<_>>())
+        }
+        other => panic!("expected both claims fenced off, got {other:?}"),
+    }
+    first_tx.rollback().await.unwrap();
+    drop(first);
+    assert_eq!(app.count("SELECT COUNT(*) FROM orders").await, 0);
+    app.shutdown().await;
+}
+
+/// The one-commit path files each event with a single write of its inbox row on both
+/// databases: applied with attempt 1, and (PostgreSQL) no lease ever written, so nothing
+/// is left for a successor to take back after a crash.
+async fn a_one_commit_batch_files_each_event_with_one_write(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
+    for o in 0..4 {
+        let event = payment_intent_succeeded(
+            &format!("evt_w{o}"),
+            &format!("pi_w{o}"),
+            &format!("order-w{o}"),
+            700,
+            T10_00,
+        );
+        assert_eq!(app.post_stripe(&event).await.status(), 200);
+    }
+    let processor = app.processor();
+    assert_eq!(processor.claim_and_apply().await.unwrap(), 4);
+    let rows = sqlx::query_as::<_, (String, i64, Option<String>)>(
+        "SELECT status, attempts, claimed_by FROM inbox_events ORDER BY id",
+    )
+    .fetch_all(app.db.reader())
+    .await
+    .unwrap();
+    let expected_claimer = match kind {
+        Kind::Sqlite => Some(app.db.instance_id().to_string()),
+        Kind::Postgres => None,
+    };
+    assert_eq!(rows, vec![("applied".to_string(), 1, expected_claimer); 4]);
+    assert_eq!(
+        app.count("SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM order_ledger")
+            .await,
+        4 * 700
+    );
     app.shutdown().await;
 }

@@ -30,7 +30,7 @@ use super::effects::{
     self, attention_json, classify, effect_key, entry_rows, stale_row, status_rows, EffectOutcome,
     LedgerRow, OrderBefore, OutboxRow, StaleRow, Written,
 };
-use super::inbox::{Claimed, Filed};
+use super::inbox::{Claimed, Fence, Filed};
 use super::values::{run_values, Val, MAX_PARAMS};
 use super::{in_list, placeholder, values_list, Backend};
 use crate::config::OutboxSettings;
@@ -166,10 +166,10 @@ struct OrderState {
     dirty: bool,
 }
 
-/// (inbox id, claim attempt, status, reason, order, effect key) of one filed event.
+/// (inbox id, claim's fence, status, reason, order, effect key) of one filed event.
 type InboxFiling = (
     i64,
-    i64,
+    Fence,
     Filed,
     Option<String>,
     Option<String>,
@@ -557,7 +557,7 @@ pub async fn apply_batch(
             Input::Ignored { claim, reason } => {
                 filed.push((
                     claim.id,
-                    claim.attempt,
+                    claim.fence(),
                     Filed::Ignored,
                     Some(reason.clone()),
                     None,
@@ -603,7 +603,7 @@ pub async fn apply_batch(
             );
             filed.push((
                 claim.id,
-                claim.attempt,
+                claim.fence(),
                 Filed::Duplicate,
                 Some(reason.clone()),
                 Some(order_id.clone()),
@@ -761,7 +761,7 @@ pub async fn apply_batch(
         }
         filed.push((
             claim.id,
-            claim.attempt,
+            claim.fence(),
             status,
             reason,
             Some(order_id.clone()),
@@ -774,10 +774,12 @@ pub async fn apply_batch(
     if !filed.is_empty() {
         let rows: Vec<Vec<Val>> = filed
             .iter()
-            .map(|(id, attempt, status, reason, order, key)| {
+            .map(|(id, fence, status, reason, order, key)| {
                 vec![
                     (*id).into(),
-                    (*attempt).into(),
+                    fence.attempt.into(),
+                    fence.seen.into(),
+                    fence.also.into(),
                     status.as_str().into(),
                     reason.clone().into(),
                     order.clone().into(),
@@ -786,15 +788,19 @@ pub async fn apply_batch(
             })
             .collect();
         let mut done: BTreeSet<i64> = BTreeSet::new();
-        for chunk in rows.chunks(MAX_PARAMS / 7) {
-            let n = chunk.len() * 6;
+        for chunk in rows.chunks(MAX_PARAMS / 9) {
+            let n = chunk.len() * 8;
+            // Fenced on the claim (`inbox::Fence`): the row still holds the attempts the
+            // claim saw and is not filed yet.
             let sql = format!(
-                "WITH v (vid, vattempt, vstatus, vreason, vorder, vkey) AS (VALUES {}) \
+                "WITH v (vid, vattempt, vseen, valso, vstatus, vreason, vorder, vkey) AS (VALUES {}) \
                  UPDATE inbox_events SET status = v.vstatus, reason = v.vreason, \
-                 order_id = v.vorder, effect_key = v.vkey, processed_at = {} \
-                 FROM v WHERE id = v.vid AND attempts = v.vattempt AND status = 'processing' \
+                 order_id = v.vorder, effect_key = v.vkey, processed_at = {}, \
+                 attempts = v.vattempt \
+                 FROM v WHERE id = v.vid AND attempts = v.vseen \
+                 AND status IN ('processing', v.valso) \
                  RETURNING id",
-                values_list(backend, chunk.len(), 6),
+                values_list(backend, chunk.len(), 8),
                 placeholder(backend, n + 1)
             );
             let mut q = sqlx::query(&sql);
@@ -1044,6 +1050,7 @@ mod tests {
             attempt: 1,
             retries_base: 0,
             error_history: None,
+            hold: crate::store::inbox::Hold::Lease,
         }
     }
 

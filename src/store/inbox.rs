@@ -23,12 +23,55 @@ pub struct Claimed {
     pub retries_base: i64,
     /// Errors of earlier attempts (JSON array), if any.
     pub error_history: Option<String>,
+    /// How the claim holds its row, which decides what its filing checks.
+    pub hold: Hold,
+}
+
+/// How a claim holds its inbox row until it is filed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// The claim wrote a lease: status 'processing', `attempts` bumped to the claim's
+    /// attempt, due again when the lease runs out. A worker that dies leaves the lease for
+    /// the next claim (or the instance's release) to take back.
+    Lease,
+    /// PostgreSQL, claimed and applied in one transaction (`claim_locked`): the row is left
+    /// as it was and held by the transaction's advisory lock, which every other locked
+    /// claim respects and a crash or rollback releases at once. The filing writes the
+    /// attempt, so the row gets one new version per event instead of two.
+    TxLock,
+}
+
+/// What a filing checks and writes for one claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fence {
+    /// The claim's attempt number; the filing writes it.
+    pub attempt: i64,
+    /// The `attempts` the row must still hold: no other claim took it meanwhile.
+    pub seen: i64,
+    /// The status the row may hold besides 'processing' ('pending' for a locked claim).
+    pub also: &'static str,
 }
 
 impl Claimed {
     /// Attempts that count against the retry limit (1 on the first).
     pub fn budget_attempt(&self) -> i64 {
         self.attempt - self.retries_base
+    }
+
+    /// The fence of this claim's filing.
+    pub fn fence(&self) -> Fence {
+        match self.hold {
+            Hold::Lease => Fence {
+                attempt: self.attempt,
+                seen: self.attempt,
+                also: "processing",
+            },
+            Hold::TxLock => Fence {
+                attempt: self.attempt,
+                seen: self.attempt - 1,
+                also: "pending",
+            },
+        }
     }
 }
 
@@ -69,6 +112,7 @@ fn claimed(row: AnyRow) -> Result<Claimed, sqlx::Error> {
         attempt: row.try_get("attempts")?,
         retries_base: row.try_get("retries_base")?,
         error_history: row.try_get("error_history")?,
+        hold: Hold::Lease,
     })
 }
 
@@ -100,8 +144,7 @@ where
         db,
         "inbox_events",
         "processing",
-        "id, provider, event_id, event_type, raw_body, correlation_id, received_at, attempts, \
-         retries_base, error_history",
+        CLAIM_COLUMNS,
         (now, lease_until, limit),
     )
     .await?;
@@ -109,6 +152,69 @@ where
         .into_iter()
         .map(claimed)
         .collect::<Result<Vec<_>, _>>()?;
+    claims.sort_by_key(|c| c.id);
+    Ok(claims)
+}
+
+/// The advisory lock namespace of locked claims (`classid` of the two-key form): "oh" + 18,
+/// one past the instances' liveness lock.
+const CLAIM_CLASS: i32 = 0x6f68_0013;
+
+/// The columns a claim reads.
+const CLAIM_COLUMNS: &str = "id, provider, event_id, event_type, raw_body, correlation_id, \
+    received_at, attempts, retries_base, error_history";
+
+/// PostgreSQL: claims up to `limit` due rows for the transaction `conn` is in, without
+/// writing them (`Hold::TxLock`). Each row is held by a transaction-scoped advisory lock
+/// (`pg_try_advisory_xact_lock`, never waited on), so other locked claims skip it, and the
+/// rows are read again after the locks are taken, so a row filed or leased by a commit
+/// that came between is left out. Only the first `candidates` due rows are looked at,
+/// which bounds the locks one claim takes; rows other transactions hold are among them,
+/// so `candidates` should exceed `limit` by what the other workers hold.
+///
+/// Why not `FOR UPDATE SKIP LOCKED` here: such a claim keeps the row lock of a row it
+/// rejects on recheck (leased meanwhile by a claim that committed) until its transaction
+/// ends, and a batch holds its transaction open while it takes order locks; the lease's
+/// owner, filing that row while holding an order lock the batch waits for, closed a cycle
+/// (`per_event_and_set_based_workers_on_the_same_orders_never_deadlock`). An advisory
+/// lock nobody waits on cannot be part of a cycle.
+pub async fn claim_locked(
+    conn: &mut AnyConnection,
+    now: i64,
+    limit: i64,
+    candidates: i64,
+) -> anyhow::Result<Vec<Claimed>> {
+    let held: Vec<i64> = sqlx::query_scalar(
+        "WITH due AS MATERIALIZED (SELECT id FROM inbox_events \
+             WHERE status IN ('pending', 'processing') AND next_attempt_at <= $1 \
+             ORDER BY next_attempt_at, id LIMIT $2) \
+         SELECT id FROM due WHERE pg_try_advisory_xact_lock($3, (id % 2147483647)::int4) LIMIT $4",
+    )
+    .bind(now)
+    .bind(candidates.max(limit))
+    .bind(CLAIM_CLASS)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT {CLAIM_COLUMNS} FROM inbox_events WHERE id IN ({}) \
+         AND status IN ('pending', 'processing') AND next_attempt_at <= $1",
+        super::in_list(super::Backend::Postgres, 2, held.len())
+    );
+    let mut query = sqlx::query(&sql).bind(now);
+    for id in &held {
+        query = query.bind(*id);
+    }
+    let mut claims = Vec::with_capacity(held.len());
+    for row in query.fetch_all(&mut *conn).await? {
+        let mut claim = claimed(row)?;
+        claim.attempt += 1;
+        claim.hold = Hold::TxLock;
+        claims.push(claim);
+    }
     claims.sort_by_key(|c| c.id);
     Ok(claims)
 }
@@ -129,7 +235,8 @@ where
 {
     let done = sqlx::query(
         "UPDATE inbox_events SET status = $1, reason = $2, order_id = $3, effect_key = $4, \
-         processed_at = $5 WHERE id = $6 AND attempts = $7 AND status = 'processing'",
+         processed_at = $5, attempts = $7 \
+         WHERE id = $6 AND attempts = $8 AND status IN ('processing', $9)",
     )
     .bind(filed.as_str())
     .bind(reason)
@@ -137,7 +244,9 @@ where
     .bind(effect_key)
     .bind(now)
     .bind(claim.id)
-    .bind(claim.attempt)
+    .bind(claim.fence().attempt)
+    .bind(claim.fence().seen)
+    .bind(claim.fence().also)
     .execute(executor)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -163,13 +272,16 @@ pub async fn retry_later(
     };
     let done = sqlx::query(
         "UPDATE inbox_events SET status = 'pending', next_attempt_at = $1, reason = $2, \
-         error_history = $5 WHERE id = $3 AND attempts = $4 AND status = 'processing'",
+         error_history = $5, attempts = $4 \
+         WHERE id = $3 AND attempts = $6 AND status IN ('processing', $7)",
     )
     .bind(next_attempt_at)
     .bind(reason)
     .bind(claim.id)
-    .bind(claim.attempt)
+    .bind(claim.fence().attempt)
     .bind(history)
+    .bind(claim.fence().seen)
+    .bind(claim.fence().also)
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
