@@ -424,11 +424,15 @@ fn render_db(o: &mut String, r: &DbResults) {
             cpu(&d.cpu)
         );
     }
-    let _ = writeln!(
-        o,
-        "| peak RSS of the servers (ingest to storm) | {} | | | | the highest VmHWM of the `oncehook serve` children, read just before each was stopped |",
-        mib(r.rss_peak_kb)
-    );
+    // Only the steps from ingest to storm read it: a run of other steps has no such peak
+    // (the soak reports its server's memory minute by minute).
+    if r.rss_peak_kb > 0 {
+        let _ = writeln!(
+            o,
+            "| peak RSS of the servers (ingest to storm) | {} | | | | the highest VmHWM of the `oncehook serve` children, read just before each was stopped |",
+            mib(r.rss_peak_kb)
+        );
+    }
     if let Some(d) = &r.dashboard {
         for page in &d.pages {
             let _ = writeln!(
