@@ -395,8 +395,34 @@ async fn many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_e
 
 /// A claim another worker took over (its attempt moved on) fails the whole batch, naming
 /// it, and nothing of the batch is written; the processor then runs it without that claim.
+/// Each claim's event as the processor maps it, for calling `apply_batch` directly.
+fn map_claims(
+    app: &TestApp,
+    claims: &[oncehook::store::inbox::Claimed],
+) -> Vec<oncehook::mapping::MappedEvent> {
+    let providers = oncehook::config::Providers::build(&app.settings.providers).unwrap();
+    claims
+        .iter()
+        .map(|c| {
+            let provider = providers.get(&c.provider).unwrap();
+            provider.mapping.map(&c.raw_body).unwrap()
+        })
+        .collect()
+}
+
+fn mapped_inputs<'a>(
+    claims: &'a [oncehook::store::inbox::Claimed],
+    mapped: &'a [oncehook::mapping::MappedEvent],
+) -> Vec<oncehook::store::batch::Input<'a>> {
+    claims
+        .iter()
+        .zip(mapped)
+        .map(|(claim, event)| oncehook::store::batch::Input::Mapped { claim, event })
+        .collect()
+}
+
 async fn a_fenced_claim_fails_the_set_based_batch_naming_it(kind: Kind) {
-    use oncehook::store::batch::{apply_batch, BatchError, Input};
+    use oncehook::store::batch::{apply_batch, BatchError};
     use sqlx::Connection;
     let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
     for o in 0..3 {
@@ -419,23 +445,8 @@ async fn a_fenced_claim_fails_the_set_based_batch_naming_it(kind: Kind) {
         .execute(app.db.writer())
         .await
         .unwrap();
-    let providers = oncehook::config::Providers::build(&app.settings.providers).unwrap();
-    let mapped: Vec<_> = claims
-        .iter()
-        .map(|c| {
-            providers
-                .get(&c.provider)
-                .unwrap()
-                .mapping
-                .map(&c.raw_body)
-                .unwrap()
-        })
-        .collect();
-    let inputs: Vec<Input> = claims
-        .iter()
-        .zip(&mapped)
-        .map(|(claim, event)| Input::Mapped { claim, event })
-        .collect();
+    let mapped = map_claims(&app, &claims);
+    let inputs = mapped_inputs(&claims, &mapped);
     let mut conn = app.db.writer().acquire().await.unwrap();
     let mut tx = conn.begin().await.unwrap();
     let result = apply_batch(&mut tx, app.db.backend, &inputs, &app.settings.outbox, now).await;
@@ -864,7 +875,7 @@ async fn the_reference_lookup_probes_the_key_without_statistics(kind: Kind) {
 /// locked batch off instead of applying an event twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn locked_claims_hold_their_rows_for_their_transaction_only() {
-    use oncehook::store::batch::{apply_batch, BatchError, Input};
+    use oncehook::store::batch::{apply_batch, BatchError};
     use oncehook::store::inbox::{claim_locked, Hold};
     use sqlx::Connection;
     if common::postgres_base_url().is_none() {
@@ -928,23 +939,8 @@ async fn locked_claims_hold_their_rows_for_their_transaction_only() {
         .await
         .unwrap();
     assert_eq!(leased.len(), 3);
-    let providers = oncehook::config::Providers::build(&app.settings.providers).unwrap();
-    let mapped: Vec<_> = held
-        .iter()
-        .map(|c| {
-            providers
-                .get(&c.provider)
-                .unwrap()
-                .mapping
-                .map(&c.raw_body)
-                .unwrap()
-        })
-        .collect();
-    let inputs: Vec<Input> = held
-        .iter()
-        .zip(&mapped)
-        .map(|(claim, event)| Input::Mapped { claim, event })
-        .collect();
+    let mapped = map_claims(&app, &held);
+    let inputs = mapped_inputs(&held, &mapped);
     match apply_batch(
         &mut first_tx,
         app.db.backend,
