@@ -256,6 +256,14 @@ impl Latency {
         let worst = self.by_second.iter().copied().max_by_key(|(_, p)| *p);
         (slow, worst)
     }
+
+    /// The server's own p99 (`processed_at` − received at) in the second `second`.
+    pub fn stamped_p99_at(&self, second: i64) -> Option<u64> {
+        self.stamped_by_second
+            .iter()
+            .find(|(s, _)| *s == second)
+            .map(|(_, p)| *p)
+    }
 }
 
 impl Processing {
@@ -275,6 +283,11 @@ pub struct Latency {
     pub processed: u64,
     /// (second of receipt since the timed load started, p99 ms of the events received in it).
     pub by_second: Vec<(i64, u64)>,
+    /// The same from the server's own stamps (`processed_at` − received at): a second slow
+    /// here too was slow in the server, not only in the watcher's looks.
+    pub stamped_by_second: Vec<(i64, u64)>,
+    /// (ms since the timed load started, ms): the watcher's longest wait between two looks.
+    pub longest_look_gap: Option<(i64, i64)>,
     /// (ms since the timed load started, events not yet finished), about once a second
     /// while the senders sent.
     pub backlog: Vec<(i64, usize)>,
@@ -923,6 +936,20 @@ async fn bench_database(
                 capacity::P99_BOUND_MS,
                 worst.map_or("-".into(), |(s, p)| format!("{s} s in: p99 {p} ms"))
             ));
+            // Tells a stall of the server from a slow look of the watcher.
+            progress(format!(
+                "  in that second by the server's own stamps (processed_at, at work start): \
+                 p99 {}; the watcher's longest wait between two looks: {}",
+                worst
+                    .and_then(|(s, _)| probe.stamped_p99_at(s))
+                    .map_or("-".into(), |p| format!("{p} ms")),
+                probe
+                    .longest_look_gap
+                    .map_or("-".into(), |(at, gap)| format!(
+                        "{gap} ms, ending {:.1} s in",
+                        at as f64 / 1000.0
+                    ))
+            ));
             progress(format!(
                 "  {}: backlog {:.0} → {:.0}, p99 {} ms{}",
                 if verdict.sustained {
@@ -1428,6 +1455,11 @@ async fn latency(
     let watched = watcher.await.context("the effect watcher panicked")??;
     server.shutdown().await?;
     let by_second = watch::p99_by_second(&watched, load_started_ms);
+    let stamped_by_second = watch::p99_by_second_of(&watched.stamped, load_started_ms);
+    let longest_look_gap = watched
+        .gaps
+        .longest
+        .map(|(at, gap)| (at - load_started_ms, gap));
     let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("valid histogram");
     for ms in watched.latency_ms() {
         hist.record(ms.max(0) as u64)
@@ -1448,6 +1480,8 @@ async fn latency(
         max_ms: hist.max(),
         processed: watched.latencies.len() as u64,
         by_second,
+        stamped_by_second,
+        longest_look_gap,
         backlog: watched
             .backlog
             .into_iter()

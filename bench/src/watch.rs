@@ -27,6 +27,13 @@ pub struct Watched {
     /// (milliseconds since the watcher started, events received and not yet finished), about
     /// once a second: the backlog.
     pub backlog: Vec<(i64, usize)>,
+    /// (received at, `processed_at` − received at), milliseconds, for the same events: the
+    /// server's own stamps, which no slow look of the watcher can delay (but which end when
+    /// the event's work starts, not at its commit).
+    pub stamped: Vec<(i64, i64)>,
+    /// The longest time between the starts of two looks: every event finished meanwhile is
+    /// stamped late by up to that much.
+    pub gaps: LookGaps,
 }
 
 impl Watched {
@@ -35,10 +42,36 @@ impl Watched {
     }
 }
 
+/// The longest wait between two looks of the watcher.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LookGaps {
+    last: Option<i64>,
+    /// (when the look that ended the gap started, ms since the epoch; the gap, ms).
+    pub longest: Option<(i64, i64)>,
+}
+
+impl LookGaps {
+    /// A look starts at `now` (ms).
+    pub fn look(&mut self, now: i64) {
+        if let Some(last) = self.last {
+            let gap = now - last;
+            if self.longest.is_none_or(|(_, longest)| gap > longest) {
+                self.longest = Some((now, gap));
+            }
+        }
+        self.last = Some(now);
+    }
+}
+
 /// p99 receipt → effect of the events received in each second since `from_ms`.
 pub fn p99_by_second(watched: &Watched, from_ms: i64) -> Vec<(i64, u64)> {
+    p99_by_second_of(&watched.latencies, from_ms)
+}
+
+/// p99 of the (received at, ms) samples received in each second since `from_ms`.
+pub fn p99_by_second_of(samples: &[(i64, i64)], from_ms: i64) -> Vec<(i64, u64)> {
     let mut seconds: std::collections::BTreeMap<i64, Vec<u64>> = Default::default();
-    for (received_at, ms) in &watched.latencies {
+    for (received_at, ms) in samples {
         if *received_at >= from_ms {
             seconds
                 .entry((received_at - from_ms) / 1000)
@@ -72,6 +105,7 @@ pub fn spawn(
         let mut next_sample = started;
         loop {
             let last_look = stop.is_cancelled();
+            watched.gaps.look(now_ms());
             let rows: Vec<(i64, i64, Option<i64>)> = sqlx::query_as(
                 "SELECT id, received_at, processed_at FROM inbox_events WHERE id > $1 ORDER BY id \
                  LIMIT $2",
@@ -86,8 +120,11 @@ pub fn spawn(
             let full_page = rows.len() as i64 == PAGE;
             for (id, received_at, processed_at) in rows {
                 let finished = processed_at.is_some();
-                if finished && seen.insert(id) {
+                if let (Some(processed_at), true) = (processed_at, finished && seen.insert(id)) {
                     watched.latencies.push((received_at, now - received_at));
+                    watched
+                        .stamped
+                        .push((received_at, processed_at - received_at));
                 }
                 unfinished += usize::from(!finished);
                 contiguous &= finished;
@@ -115,4 +152,29 @@ pub fn spawn(
             tokio::time::sleep(POLL).await;
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_gap_between_looks_is_kept_with_when_it_ended() {
+        let mut gaps = LookGaps::default();
+        assert_eq!(gaps.longest, None);
+        gaps.look(1_000);
+        assert_eq!(gaps.longest, None, "one look is no gap yet");
+        for now in [1_006, 1_012, 1_400, 1_406, 1_500] {
+            gaps.look(now);
+        }
+        assert_eq!(gaps.longest, Some((1_400, 388)));
+    }
+
+    #[test]
+    fn each_second_gets_the_p99_of_the_events_received_in_it() {
+        let mut samples: Vec<(i64, i64)> = (0..100).map(|i| (10_000 + i, i)).collect();
+        samples.push((11_500, 7));
+        samples.push((9_999, 1_000));
+        assert_eq!(p99_by_second_of(&samples, 10_000), vec![(0, 98), (1, 7)]);
+    }
 }
