@@ -393,8 +393,6 @@ async fn many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_e
     );
 }
 
-/// A claim another worker took over (its attempt moved on) fails the whole batch, naming
-/// it, and nothing of the batch is written; the processor then runs it without that claim.
 /// Each claim's event as the processor maps it, for calling `apply_batch` directly.
 fn map_claims(
     app: &TestApp,
@@ -421,6 +419,8 @@ fn mapped_inputs<'a>(
         .collect()
 }
 
+/// A claim another worker took over (its attempt moved on) fails the whole batch, naming
+/// it, and nothing of the batch is written; the processor then runs it without that claim.
 async fn a_fenced_claim_fails_the_set_based_batch_naming_it(kind: Kind) {
     use oncehook::store::batch::{apply_batch, BatchError};
     use sqlx::Connection;

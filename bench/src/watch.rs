@@ -120,11 +120,13 @@ pub fn spawn(
             let full_page = rows.len() as i64 == PAGE;
             for (id, received_at, processed_at) in rows {
                 let finished = processed_at.is_some();
-                if let (Some(processed_at), true) = (processed_at, finished && seen.insert(id)) {
-                    watched.latencies.push((received_at, now - received_at));
-                    watched
-                        .stamped
-                        .push((received_at, processed_at - received_at));
+                if let Some(processed_at) = processed_at {
+                    if seen.insert(id) {
+                        watched.latencies.push((received_at, now - received_at));
+                        watched
+                            .stamped
+                            .push((received_at, processed_at - received_at));
+                    }
                 }
                 unfinished += usize::from(!finished);
                 contiguous &= finished;
