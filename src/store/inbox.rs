@@ -185,9 +185,8 @@ pub async fn claim_locked(
     candidates: i64,
 ) -> anyhow::Result<Vec<Claimed>> {
     let held: Vec<i64> = sqlx::query_scalar(
-        "WITH due AS MATERIALIZED (SELECT id FROM inbox_events \
-             WHERE status IN ('pending', 'processing') AND next_attempt_at <= $1 \
-             ORDER BY next_attempt_at, id LIMIT $2) \
+        "WITH due AS MATERIALIZED (SELECT id \
+             FROM oncehook_due_ids('inbox_events', 'processing', $1, $2, false) AS due (id)) \
          SELECT id FROM due WHERE pg_try_advisory_xact_lock($3, (id % 2147483647)::int4) LIMIT $4",
     )
     .bind(now)
@@ -199,17 +198,25 @@ pub async fn claim_locked(
     if held.is_empty() {
         return Ok(Vec::new());
     }
+    // The rows by primary key only, their state checked here: with the due conditions in
+    // the statement, PostgreSQL without statistics answered it from the `_due` index and
+    // read every due row of a backlog to find these few (20,096 index entries for 32 rows
+    // at a 20k backlog; `a_claim_reads_the_head_of_a_backlog_not_all_of_it`).
     let sql = format!(
-        "SELECT {CLAIM_COLUMNS} FROM inbox_events WHERE id IN ({}) \
-         AND status IN ('pending', 'processing') AND next_attempt_at <= $1",
-        super::in_list(super::Backend::Postgres, 2, held.len())
+        "SELECT {CLAIM_COLUMNS}, status, next_attempt_at FROM inbox_events WHERE id IN ({})",
+        super::in_list(super::Backend::Postgres, 1, held.len())
     );
-    let mut query = sqlx::query(&sql).bind(now);
+    let mut query = sqlx::query(&sql);
     for id in &held {
         query = query.bind(*id);
     }
     let mut claims = Vec::with_capacity(held.len());
     for row in query.fetch_all(&mut *conn).await? {
+        let status: String = row.try_get("status")?;
+        let due_at: i64 = row.try_get("next_attempt_at")?;
+        if !matches!(status.as_str(), "pending" | "processing") || due_at > now {
+            continue;
+        }
         let mut claim = claimed(row)?;
         claim.attempt += 1;
         claim.hold = Hold::TxLock;

@@ -291,14 +291,6 @@ impl Db {
         self.write.close().await;
         self.read.close().await;
     }
-
-    /// Lets the caller's statements run with `FOR UPDATE SKIP LOCKED` where it exists.
-    pub(crate) fn skip_locked(&self) -> &'static str {
-        match self.backend {
-            Backend::Sqlite => "",
-            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
-        }
-    }
 }
 
 /// Prepared statements each PostgreSQL connection keeps, unless the URL sets its own
