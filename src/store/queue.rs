@@ -38,21 +38,24 @@ fn claim_sql(db: &Db, table: &str, claimed_status: &str, returning: &str) -> Str
     // due row and sort them on each claim instead of walking the partial `_due` index:
     // SQLite 53 ms vs 1 ms, PostgreSQL 15 ms vs 0.03 ms per claim at a 20k backlog
     // (BENCHMARKS.md). SQLite names the index; PostgreSQL has no hints, and its row search
-    // runs in `oncehook_due_ids` (migration 0016), planned with sorting off.
-    let due = match db.backend {
+    // runs in `oncehook_due_ids` (migration 0016), planned with sorting off. Its ids are
+    // one array (an init plan, run once), so the rows are then updated through their
+    // primary key: `id IN (SELECT oncehook_due_ids(…))` was a hash join over a sequential
+    // scan of the whole table.
+    let rows = match db.backend {
         super::Backend::Sqlite => format!(
-            "SELECT id FROM {table} INDEXED BY {table}_due \
+            "id IN (SELECT id FROM {table} INDEXED BY {table}_due \
              WHERE status IN ('pending', '{claimed_status}') AND next_attempt_at <= $2 \
-             ORDER BY next_attempt_at, id LIMIT $3"
+             ORDER BY next_attempt_at, id LIMIT $3)"
         ),
-        super::Backend::Postgres => {
-            format!("SELECT oncehook_due_ids('{table}', '{claimed_status}', $2, $3, true)")
-        }
+        super::Backend::Postgres => format!(
+            "id = ANY(ARRAY(SELECT oncehook_due_ids('{table}', '{claimed_status}', $2, $3, true)))"
+        ),
     };
     format!(
         "UPDATE {table} SET status = '{claimed_status}', attempts = attempts + 1, next_attempt_at = $1, \
          claimed_by = $4 \
-         WHERE id IN ({due}) \
+         WHERE {rows} \
          RETURNING {returning}"
     )
 }
