@@ -1052,8 +1052,42 @@ async fn a_claim_reads_the_head_of_a_backlog_not_all_of_it(kind: Kind) {
                 .unwrap();
             let inbox_read = index_entries_read_here(&mut tx, "inbox_events_due").await;
             let inbox_scanned = index_entries_read_here(&mut tx, "inbox_events").await;
+            // The batch's filing (planned once per connection, migration 0017) finds each
+            // row through the primary key as well.
+            let keys_before = index_entries_read_here(&mut tx, "inbox_events_pkey").await;
+            let inputs: Vec<oncehook::store::batch::Input> = claims
+                .iter()
+                .map(|claim| oncehook::store::batch::Input::Ignored {
+                    claim,
+                    reason: "not mapped".into(),
+                })
+                .collect();
+            let outputs = oncehook::store::batch::apply_batch(
+                &mut tx,
+                app.db.backend,
+                &inputs,
+                &app.settings.outbox,
+                now,
+            )
+            .await
+            .unwrap();
+            let filing_keys =
+                index_entries_read_here(&mut tx, "inbox_events_pkey").await - keys_before;
+            let filing_scanned = index_entries_read_here(&mut tx, "inbox_events").await;
+            let ignored: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM inbox_events WHERE status = 'ignored' AND id <= 32",
+            )
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
             tx.rollback().await.unwrap();
             assert_eq!(claims.iter().map(|c| c.id).collect::<Vec<_>>(), oldest);
+            assert_eq!((outputs.len(), ignored), (32, 32), "the batch was filed");
+            assert_eq!(
+                (filing_keys, filing_scanned),
+                (32, 0),
+                "the filing's primary-key entries and sequentially scanned rows"
+            );
             let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
             let rows = oncehook::store::queue::claim(
                 &mut *tx,
