@@ -320,6 +320,11 @@ pub struct ProcessorSettings {
     /// within this window are applied as one batch (`worker::Gather`); skipped while
     /// claims come back full. 0: claim at once on every wake-up.
     pub linger_ms: u64,
+    /// SQLite: the receipts' commit also applies the oldest due events, up to a claim
+    /// (`Processor::apply_with_receipts`): one commit and one sync instead of two, and each
+    /// inbox row written to the WAL once. Ignored on PostgreSQL, where concurrent writers
+    /// commit apart, and with `set_based` off.
+    pub apply_with_receipts: bool,
     /// On a PostgreSQL server with `autovacuum = off`, VACUUM (ANALYZE) the tables the
     /// processor rewrites this often (`store::vacuum_hot_tables`); 0: never. Ignored
     /// elsewhere and on an instance whose processor is off.
@@ -713,6 +718,7 @@ impl Default for Settings {
                 set_based: true,
                 poll_interval_ms: 1_000,
                 linger_ms: 5,
+                apply_with_receipts: true,
                 vacuum_secs: 60,
                 lease_secs: 30,
                 retry: RetryPolicy {

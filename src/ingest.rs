@@ -11,7 +11,8 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 use crate::config::ReceiverSettings;
-use crate::store::ingest::{store_receipts, Receipt, Stored};
+use crate::processor::{AppliedWithReceipts, Processor};
+use crate::store::ingest::{store_receipts, store_receipts_in, Receipt, Stored};
 use crate::store::{Backend, Db};
 
 type Reply = oneshot::Sender<Result<Stored, ()>>;
@@ -30,12 +31,16 @@ pub enum IngestError {
 
 impl Ingestor {
     /// Starts the writers. They stop once every `Ingestor` clone is dropped and the queue
-    /// is drained, so in-flight requests are answered during shutdown.
+    /// is drained, so in-flight requests are answered during shutdown. `processor`: the
+    /// local processor, whose due events each commit also applies where it says it may
+    /// (`Processor::applies_with_receipts`: SQLite's one writer).
     pub fn start(
         db: Db,
         wake: Arc<Notify>,
         settings: &ReceiverSettings,
+        processor: Option<Arc<Processor>>,
     ) -> (Ingestor, Vec<JoinHandle<()>>) {
+        let processor = processor.filter(|p| p.applies_with_receipts());
         let (queue, rx) = mpsc::channel(settings.max_batch.max(1) * 8);
         let rx = Arc::new(Mutex::new(rx));
         let writers = match db.backend {
@@ -45,8 +50,9 @@ impl Ingestor {
         let handles = (0..writers)
             .map(|_| {
                 let (db, wake, rx) = (db.clone(), wake.clone(), rx.clone());
+                let processor = processor.clone();
                 let max_batch = settings.max_batch.max(1);
-                tokio::spawn(async move { write_loop(db, wake, rx, max_batch).await })
+                tokio::spawn(async move { write_loop(db, wake, rx, max_batch, processor).await })
             })
             .collect();
         let ingestor = Ingestor {
@@ -82,6 +88,7 @@ async fn write_loop(
     wake: Arc<Notify>,
     rx: Arc<Mutex<mpsc::Receiver<(Receipt, Reply)>>>,
     max_batch: usize,
+    processor: Option<Arc<Processor>>,
 ) {
     loop {
         let mut batch = Vec::new();
@@ -92,10 +99,20 @@ async fn write_loop(
             }
         }
         let (receipts, replies): (Vec<Receipt>, Vec<Reply>) = batch.into_iter().unzip();
-        match store_receipts(&db, &receipts).await {
-            Ok(stored) => {
-                // One worker; it recruits more when it finds a full batch.
-                wake.notify_one();
+        let committed = match &processor {
+            Some(processor) => store_and_apply(&db, processor, &receipts).await,
+            None => store_receipts(&db, &receipts).await.map(|s| (s, None)),
+        };
+        match committed {
+            Ok((stored, applied)) => {
+                let more_due = match (&processor, applied) {
+                    (Some(processor), Some(applied)) => processor.after_receipt_commit(applied),
+                    _ => stored.contains(&Stored::New),
+                };
+                if more_due {
+                    // One worker; it recruits more when it finds a full batch.
+                    wake.notify_one();
+                }
                 for (reply, stored) in replies.into_iter().zip(stored) {
                     let _ = reply.send(Ok(stored));
                 }
@@ -110,6 +127,39 @@ async fn write_loop(
                     let _ = reply.send(Err(()));
                 }
             }
+        }
+    }
+}
+
+/// Stores the receipts and, in the same transaction, applies the oldest due events
+/// (`Processor::apply_with_receipts`): one commit for both. A failure to apply rolls back
+/// only the applying; a failure to store or to commit fails every receipt (503).
+async fn store_and_apply(
+    db: &Db,
+    processor: &Processor,
+    receipts: &[Receipt],
+) -> anyhow::Result<(Vec<Stored>, Option<AppliedWithReceipts>)> {
+    let mut tx = db.writer().begin().await?;
+    let written = async {
+        let stored = store_receipts_in(&mut tx, db.backend, receipts).await?;
+        let new = stored.iter().filter(|s| **s == Stored::New).count();
+        let applied = if new > 0 {
+            Some(processor.apply_with_receipts(&mut tx, new).await?)
+        } else {
+            None
+        };
+        anyhow::Ok((stored, applied))
+    }
+    .await;
+    match written {
+        Ok(written) => {
+            tx.commit().await?;
+            Ok(written)
+        }
+        Err(error) => {
+            // At once: the one writer is needed by the next commit.
+            let _ = tx.rollback().await;
+            Err(error)
         }
     }
 }

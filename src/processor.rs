@@ -87,6 +87,14 @@ fn note_handled(after: &mut AfterCommit, claim: &Claimed, handled: &Handled) {
     );
 }
 
+/// What `Processor::apply_with_receipts` applied, for after the receipts' commit.
+pub struct AppliedWithReceipts {
+    /// The claim came back full, or failed: due events may be waiting for the workers.
+    more_due: bool,
+    /// None: rolled back to the savepoint, nothing applied.
+    after: Option<AfterCommit>,
+}
+
 /// A claimed event mapped for a set-based batch.
 enum Prepared {
     Mapped(crate::mapping::MappedEvent),
@@ -225,41 +233,120 @@ impl Processor {
     pub async fn claim_and_apply(&self) -> anyhow::Result<usize> {
         let mut conn = self.db.writer().acquire().await?;
         let mut tx = conn.begin().await?;
+        let applied = match self
+            .claim_and_apply_in(&mut tx, self.settings.claim_batch)
+            .await
+        {
+            Ok(applied) => applied,
+            Err(error) => {
+                // At once, not when the pool next hands the connection out: until then the
+                // claim's locks would keep the rows from the step-by-step path.
+                let _ = tx.rollback().await;
+                return Err(error);
+            }
+        };
+        let Some((claimed, after)) = applied else {
+            tx.rollback().await?;
+            return Ok(0);
+        };
+        crate::worker::recruit_if_full(&self.wake, claimed, self.settings.claim_batch);
+        self.gather.claimed(claimed, self.settings.claim_batch);
+        crate::store::commit_checked(tx).await?;
+        self.after_commit(after);
+        Ok(claimed)
+    }
+
+    /// Claims up to `limit` due events in `tx`, applies them set-based and files each.
+    /// None: nothing was due. On an error the caller rolls `tx` back (the claims with it).
+    async fn claim_and_apply_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        limit: i64,
+    ) -> anyhow::Result<Option<(usize, AfterCommit)>> {
         let now = now_ms();
         let claims = match self.db.backend {
             crate::store::Backend::Sqlite => {
                 inbox::claim_in(
-                    &mut *tx,
+                    &mut **tx,
                     &self.db,
                     now,
                     now + self.settings.lease_secs * 1000,
-                    self.settings.claim_batch,
+                    limit,
                 )
                 .await?
             }
             crate::store::Backend::Postgres => {
                 // Every worker's batch may be in flight among the first due rows.
                 let workers = i64::try_from(self.settings.workers).unwrap_or(1).max(1);
-                let candidates = self.settings.claim_batch * (workers + 1);
-                inbox::claim_locked(&mut tx, now, self.settings.claim_batch, candidates).await?
+                let candidates = limit * (workers + 1);
+                inbox::claim_locked(tx, now, limit, candidates).await?
             }
         };
         if claims.is_empty() {
-            tx.rollback().await?;
-            return Ok(0);
+            return Ok(None);
         }
-        crate::worker::recruit_if_full(&self.wake, claims.len(), self.settings.claim_batch);
-        self.gather.claimed(claims.len(), self.settings.claim_batch);
         let prepared: Vec<Prepared> = claims.iter().map(|c| self.prepare(c)).collect();
         let live: Vec<(&Claimed, &Prepared)> = claims.iter().zip(&prepared).collect();
         let mut after = AfterCommit::default();
-        if let Err(error) = self.apply_in(&mut tx, &live, now, &mut after).await {
-            let _ = tx.rollback().await;
-            return Err(anyhow::Error::new(error));
+        self.apply_in(tx, &live, now, &mut after).await?;
+        Ok(Some((claims.len(), after)))
+    }
+
+    /// Whether receipts may be applied in the transaction that stores them
+    /// (`processor.apply_with_receipts`): SQLite only, whose one writer runs every commit
+    /// anyway, and only where a claim is applied in one commit.
+    pub fn applies_with_receipts(&self) -> bool {
+        self.settings.apply_with_receipts
+            && self.db.backend == crate::store::Backend::Sqlite
+            && self.one_commit_batches()
+    }
+
+    /// SQLite: applies the oldest due events, up to the larger of a claim and `received`
+    /// (the new receipts just stored), in the receipts' own transaction, behind a savepoint.
+    /// One commit then stores and applies them: the inbox rows reach the WAL once instead of
+    /// twice, and the writer syncs once instead of twice. If anything fails, only the
+    /// savepoint is rolled back: the receipts are committed as usual and the workers take
+    /// them. Call `after_receipt_commit` once the transaction committed.
+    pub async fn apply_with_receipts(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        received: usize,
+    ) -> anyhow::Result<AppliedWithReceipts> {
+        let limit = self
+            .settings
+            .claim_batch
+            .max(i64::try_from(received).unwrap_or(i64::MAX));
+        let mut savepoint = tx.begin().await?;
+        match self.claim_and_apply_in(&mut savepoint, limit).await {
+            Ok(applied) => {
+                savepoint.commit().await?;
+                let (claimed, after) = applied.unwrap_or((0, AfterCommit::default()));
+                Ok(AppliedWithReceipts {
+                    more_due: claimed as i64 >= limit,
+                    after: Some(after),
+                })
+            }
+            Err(error) => {
+                info!(
+                    error = format!("{error:#}"),
+                    "events not applied with their receipts; the workers take them"
+                );
+                savepoint.rollback().await?;
+                Ok(AppliedWithReceipts {
+                    more_due: true,
+                    after: None,
+                })
+            }
         }
-        crate::store::commit_checked(tx).await?;
-        self.after_commit(after);
-        Ok(claims.len())
+    }
+
+    /// After the receipts' commit: the wake-ups, metrics and alerts of what was applied
+    /// with them. Returns whether due events may be left for the workers.
+    pub fn after_receipt_commit(&self, applied: AppliedWithReceipts) -> bool {
+        if let Some(after) = applied.after {
+            self.after_commit(after);
+        }
+        applied.more_due
     }
 
     /// Applies `live` set-based in `tx` and files what each event became; the caller

@@ -206,8 +206,30 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let providers = Arc::new(Providers::build(&settings.providers)?);
     let wake = Arc::new(Notify::new());
 
+    let (alerter, alert_task) = Alerter::start(settings.alerts.clone());
+    let outbox_wake = Arc::new(Notify::new());
+    let processor = settings.processor.enabled.then(|| {
+        Arc::new(Processor::new(
+            db.clone(),
+            ProcessorParts {
+                providers: providers.clone(),
+                settings: settings.processor.clone(),
+                outbox: settings.outbox.clone(),
+                resolve_within_hours: settings.dead_letters.resolve_within_hours,
+                alerter: alerter.clone(),
+                wake: wake.clone(),
+                outbox_wake: outbox_wake.clone(),
+            },
+        ))
+    });
+
     let webhooks = if settings.receiver.enabled {
-        let (ingestor, writers) = Ingestor::start(db.clone(), wake.clone(), &settings.receiver);
+        let (ingestor, writers) = Ingestor::start(
+            db.clone(),
+            wake.clone(),
+            &settings.receiver,
+            processor.clone(),
+        );
         background.extend(writers);
         Some(WebhookState {
             providers: providers.clone(),
@@ -219,22 +241,8 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         None
     };
 
-    let (alerter, alert_task) = Alerter::start(settings.alerts.clone());
-    let outbox_wake = Arc::new(Notify::new());
-    if settings.processor.enabled {
-        let processor = Arc::new(Processor::new(
-            db.clone(),
-            ProcessorParts {
-                providers: providers.clone(),
-                settings: settings.processor.clone(),
-                outbox: settings.outbox.clone(),
-                resolve_within_hours: settings.dead_letters.resolve_within_hours,
-                alerter: alerter.clone(),
-                wake: wake.clone(),
-                outbox_wake: outbox_wake.clone(),
-            },
-        ));
-        background.extend(processor.spawn_workers(shutdown.clone()));
+    if let Some(processor) = &processor {
+        background.extend(processor.clone().spawn_workers(shutdown.clone()));
         if db.backend == Backend::Postgres {
             background.push(spawn_pg_listener(
                 db.url().to_string(),

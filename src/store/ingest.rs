@@ -36,7 +36,21 @@ pub async fn store_receipts(db: &Db, receipts: &[Receipt]) -> anyhow::Result<Vec
         return Ok(vec![]);
     }
     let mut tx = db.writer().begin().await?;
+    let outcomes = store_receipts_in(&mut tx, db.backend, receipts).await?;
+    tx.commit().await?;
+    Ok(outcomes)
+}
 
+/// `store_receipts` inside the caller's transaction: nothing is durable, and nobody may be
+/// answered, before the caller commits.
+pub async fn store_receipts_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
+    receipts: &[Receipt],
+) -> anyhow::Result<Vec<Stored>> {
+    if receipts.is_empty() {
+        return Ok(vec![]);
+    }
     // The first receipt of an event within the batch tries the insert; later ones in the
     // same batch are duplicates by definition.
     let mut seen = HashSet::new();
@@ -48,7 +62,7 @@ pub async fn store_receipts(db: &Db, receipts: &[Receipt]) -> anyhow::Result<Vec
         "INSERT INTO inbox_events (provider, event_id, event_type, api_version, raw_body, \
          correlation_id, received_at, status, next_attempt_at) VALUES {} \
          ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id",
-        values_list(db.backend, firsts.len(), 9)
+        values_list(backend, firsts.len(), 9)
     );
     let mut insert = sqlx::query(&sql);
     for r in &firsts {
@@ -64,7 +78,7 @@ pub async fn store_receipts(db: &Db, receipts: &[Receipt]) -> anyhow::Result<Vec
             .bind(r.received_at);
     }
     let inserted: HashSet<(String, String)> = insert
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut **tx)
         .await?
         .into_iter()
         .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
@@ -86,7 +100,7 @@ pub async fn store_receipts(db: &Db, receipts: &[Receipt]) -> anyhow::Result<Vec
     let sql = format!(
         "INSERT INTO deliveries (provider, event_id, duplicate, correlation_id, body_sha256, \
          received_at) VALUES {}",
-        values_list(db.backend, receipts.len(), 6)
+        values_list(backend, receipts.len(), 6)
     );
     let mut log = sqlx::query(&sql);
     for (r, stored) in receipts.iter().zip(&outcomes) {
@@ -98,14 +112,13 @@ pub async fn store_receipts(db: &Db, receipts: &[Receipt]) -> anyhow::Result<Vec
             .bind(hex::encode(Sha256::digest(&r.raw_body)))
             .bind(r.received_at);
     }
-    log.execute(&mut *tx).await?;
+    log.execute(&mut **tx).await?;
 
-    if db.backend == Backend::Postgres && outcomes.contains(&Stored::New) {
+    if backend == Backend::Postgres && outcomes.contains(&Stored::New) {
         // Delivered on commit, to workers in other processes too.
         sqlx::query(&format!("SELECT pg_notify('{WAKE_CHANNEL}', '')"))
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
     }
-    tx.commit().await?;
     Ok(outcomes)
 }
