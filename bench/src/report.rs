@@ -212,6 +212,11 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
         },
     );
     row(&mut o, "server RSS < 150 MB under load", &|r| {
+        // Only the steps from ingest to storm read the peak; a run of other steps (a soak
+        // alone) has none, and "0 MiB — met" would pass a check nobody made.
+        if r.rss_peak_kb == 0 {
+            return "n/a".into();
+        }
         format!(
             "{} peak — {}",
             mib(r.rss_peak_kb),
@@ -709,6 +714,43 @@ fn ceiling_row(o: &mut String, db: Kind, c: &Ceiling) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A run of the soak alone reads no server peak: its RSS target says n/a, not met.
+    #[test]
+    fn a_run_without_a_server_peak_has_no_rss_verdict() {
+        let settings = Settings::default();
+        let info = RunInfo {
+            machine: vec![],
+            sqlite_version: "3".into(),
+            settings: &settings,
+            duration: Duration::from_secs(5),
+            events: 0,
+            quick: false,
+            client_threads: 1,
+            rss_before_kb: 0,
+            hwm_kb: 0,
+            idle_load: 0.0,
+            total: Duration::from_secs(1),
+            body_bytes: 0,
+        };
+        let rss_row = |peak_kb: u64| {
+            let mut results = DbResults::new(Kind::Postgres);
+            results.rss_peak_kb = peak_kb;
+            let out = render(&info, &[results]);
+            out.lines()
+                .find(|l| l.starts_with("| server RSS < 150 MB under load"))
+                .expect("the row is rendered")
+                .to_string()
+        };
+        assert_eq!(rss_row(0), "| server RSS < 150 MB under load | n/a |");
+        assert!(
+            rss_row(80 * 1024).ends_with("80 MiB peak — met |"),
+            "{}",
+            rss_row(80 * 1024)
+        );
+    }
+
     #[test]
     fn thousands_are_grouped() {
         assert_eq!(super::thousands(1234567.4), "1,234,567");

@@ -173,37 +173,65 @@ impl Soak {
     }
 }
 
+/// PostgreSQL's `autovacuum` before the soak changed it, and whether that value came from
+/// ALTER SYSTEM (`postgresql.auto.conf`) or from the server's own configuration files.
+struct AutovacuumBefore {
+    value: String,
+    by_alter_system: bool,
+}
+
 /// Sets PostgreSQL's `autovacuum` for the server (ALTER SYSTEM + reload; needs a superuser),
 /// returning what it was. `None` leaves it as it is.
-async fn set_autovacuum(db: &Db, to: Option<bool>) -> anyhow::Result<String> {
-    let was: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
-        .fetch_one(db.reader())
-        .await?;
-    if let Some(on) = to {
-        sqlx::query(&format!(
-            "ALTER SYSTEM SET autovacuum = {}",
-            if on { "on" } else { "off" }
-        ))
-        .execute(db.writer())
-        .await
-        .context("ALTER SYSTEM SET autovacuum (the soak's --autovacuum needs a superuser)")?;
-        sqlx::query("SELECT pg_reload_conf()")
-            .execute(db.writer())
+async fn set_autovacuum(db: &Db, to: Option<bool>) -> anyhow::Result<AutovacuumBefore> {
+    let (value, sourcefile): (String, Option<String>) =
+        sqlx::query_as("SELECT setting, sourcefile FROM pg_settings WHERE name = 'autovacuum'")
+            .fetch_one(db.reader())
             .await?;
-        // The reload is asynchronous: wait until new sessions see it.
+    let before = AutovacuumBefore {
+        value,
+        by_alter_system: sourcefile.is_some_and(|f| f.ends_with("postgresql.auto.conf")),
+    };
+    if let Some(on) = to {
         let want = if on { "on" } else { "off" };
-        for _ in 0..100 {
-            let mut conn = db.writer().acquire().await?;
-            let now: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
-                .fetch_one(&mut *conn)
-                .await?;
-            if now == want {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        sqlx::query(&format!("ALTER SYSTEM SET autovacuum = {want}"))
+            .execute(db.writer())
+            .await
+            .context("ALTER SYSTEM SET autovacuum (the soak's --autovacuum needs a superuser)")?;
+        reload_until(db, want).await?;
     }
-    Ok(was)
+    Ok(before)
+}
+
+/// Puts `autovacuum` back as the soak found it: the value ALTER SYSTEM had set, or, where
+/// the server's files set it, no ALTER SYSTEM entry at all (a SET of the old value would
+/// leave one behind in `postgresql.auto.conf`, overriding later edits of those files).
+async fn restore_autovacuum(db: &Db, before: &AutovacuumBefore) -> anyhow::Result<()> {
+    let statement = if before.by_alter_system {
+        format!("ALTER SYSTEM SET autovacuum = {}", before.value)
+    } else {
+        "ALTER SYSTEM RESET autovacuum".to_string()
+    };
+    sqlx::query(&statement).execute(db.writer()).await?;
+    reload_until(db, &before.value).await
+}
+
+/// Reloads the server's configuration and waits until new sessions see `autovacuum` at
+/// `want` (the reload is asynchronous).
+async fn reload_until(db: &Db, want: &str) -> anyhow::Result<()> {
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(db.writer())
+        .await?;
+    for _ in 0..100 {
+        let mut conn = db.writer().acquire().await?;
+        let now: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
+            .fetch_one(&mut *conn)
+            .await?;
+        if now == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
 }
 
 pub async fn run(
@@ -226,13 +254,13 @@ pub async fn run(
     let measured = measure(&server, secret, secs, rate).await;
     if let Some(before) = &autovacuum_before {
         if autovacuum.is_some() {
-            set_autovacuum(&server.db, Some(before == "on")).await?;
+            restore_autovacuum(&server.db, before).await?;
         }
     }
     let during = match (autovacuum_before, autovacuum) {
         (None, _) => "n/a".to_string(),
         (Some(_), Some(on)) => (if on { "on" } else { "off" }).to_string(),
-        (Some(before), None) => before,
+        (Some(before), None) => before.value,
     };
     let (minutes, samples, acked) = measured?;
     let drained = wait_drained(&server.db, Duration::from_secs(120)).await?;
