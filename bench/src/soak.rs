@@ -197,7 +197,13 @@ async fn set_autovacuum(db: &Db, to: Option<bool>) -> anyhow::Result<AutovacuumB
             .execute(db.writer())
             .await
             .context("ALTER SYSTEM SET autovacuum (the soak's --autovacuum needs a superuser)")?;
-        reload_until(db, want).await?;
+        if let Err(error) = reload_until(db, want).await {
+            // Not left behind for the next user of the server.
+            restore_autovacuum(db, &before)
+                .await
+                .context("restoring autovacuum after a failed reload")?;
+            return Err(error);
+        }
     }
     Ok(before)
 }
@@ -221,17 +227,23 @@ async fn reload_until(db: &Db, want: &str) -> anyhow::Result<()> {
     sqlx::query("SELECT pg_reload_conf()")
         .execute(db.writer())
         .await?;
+    let mut seen = String::new();
     for _ in 0..100 {
         let mut conn = db.writer().acquire().await?;
-        let now: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
+        seen = sqlx::query_scalar("SELECT current_setting('autovacuum')")
             .fetch_one(&mut *conn)
             .await?;
-        if now == want {
-            break;
+        if seen == want {
+            return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok(())
+    // A soak measured under the wrong setting, or a server left with it, must not pass
+    // unnoticed.
+    anyhow::bail!(
+        "PostgreSQL still reports autovacuum = {seen} 2 s after the reload that sets it to \
+         {want}; check postgresql.auto.conf and the server's log"
+    )
 }
 
 pub async fn run(
