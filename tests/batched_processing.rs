@@ -794,6 +794,60 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
             assert_eq!(generic, 0, "no statement ran on a cached generic plan");
             // Back to the pool first: closing it waits for every connection out of it.
             drop(held);
+            // The receipt pool: durable too, and its INSERTs (whose plan cannot depend on
+            // the tables' size) reuse a cached plan instead of planning each batch. The 120
+            // receipts, posted one after another, came mostly one per batch: one statement
+            // text for the inbox and one for the log, run many times.
+            let mut receipts = app.db.receipt_writer().acquire().await.unwrap();
+            let settings: Vec<(String, String)> = sqlx::query_as(
+                "SELECT name, setting FROM pg_settings \
+                 WHERE name IN ('plan_cache_mode', 'synchronous_commit') ORDER BY name",
+            )
+            .fetch_all(&mut *receipts)
+            .await
+            .unwrap();
+            assert_eq!(
+                settings,
+                vec![
+                    ("plan_cache_mode".into(), "auto".into()),
+                    ("synchronous_commit".into(), "on".into())
+                ]
+            );
+            drop(receipts);
+            let mut held = Vec::new();
+            for _ in 0..app.db.receipt_writer().num_idle().max(1) {
+                held.push(app.db.receipt_writer().acquire().await.unwrap());
+            }
+            let mut plans: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
+            for conn in &mut held {
+                let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+                    "SELECT substr(statement, 1, 24), custom_plans, generic_plans \
+                     FROM pg_prepared_statements WHERE cardinality(parameter_types) > 0",
+                )
+                .fetch_all(&mut **conn)
+                .await
+                .unwrap();
+                for (statement, custom, generic) in rows {
+                    let seen = plans.entry(statement).or_default();
+                    seen.0 += custom;
+                    seen.1 += generic;
+                }
+            }
+            let statements: Vec<&str> = plans.keys().map(String::as_str).collect();
+            assert_eq!(
+                statements,
+                ["INSERT INTO deliveries (", "INSERT INTO inbox_events"],
+                "only receipts are written here"
+            );
+            for (statement, (custom, generic)) in &plans {
+                assert!(
+                    *generic >= 50 && *custom <= 5 * held.len() as i64,
+                    "{statement}: {custom} custom and {generic} generic plans over {} \
+                     connections",
+                    held.len()
+                );
+            }
+            drop(held);
             app.shutdown().await;
             return;
         }

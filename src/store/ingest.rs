@@ -35,7 +35,7 @@ pub async fn store_receipts(db: &Db, receipts: &[Receipt]) -> anyhow::Result<Vec
     if receipts.is_empty() {
         return Ok(vec![]);
     }
-    let mut tx = db.writer().begin().await?;
+    let mut tx = db.receipt_writer().begin().await?;
     let outcomes = store_receipts_in(&mut tx, db.backend, receipts).await?;
     tx.commit().await?;
     Ok(outcomes)

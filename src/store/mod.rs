@@ -57,6 +57,8 @@ impl Backend {
 pub struct Db {
     pub backend: Backend,
     write: AnyPool,
+    /// Where receipts are written (`Db::receipt_writer`).
+    receipts: AnyPool,
     read: AnyPool,
     url: String,
     /// This process's name on its claims and in `instances` (store::instances).
@@ -200,6 +202,7 @@ impl Db {
             .context("opening SQLite")?;
         Ok(Db {
             backend: Backend::Sqlite,
+            receipts: write.clone(),
             write,
             read,
             url,
@@ -244,6 +247,14 @@ impl Db {
         .connect_with(options.clone())
         .await
         .context("connecting to PostgreSQL")?;
+        // The receiver's writers insert rows through VALUES lists and nothing else: a plan
+        // that does not depend on the tables' size, so PostgreSQL may cache it (the default
+        // plan_cache_mode). Planning each receipt batch's INSERT was a third of the
+        // planning time of a server under load (pg_stat_statements, BENCHMARKS.md).
+        let receipts = pool(16, "SET synchronous_commit = on")
+            .connect_with(options.clone())
+            .await
+            .context("connecting to PostgreSQL")?;
         let read = pool(READ_POOL_SIZE, "SET default_transaction_read_only = on")
             .connect_with(options)
             .await
@@ -251,6 +262,7 @@ impl Db {
         Ok(Db {
             backend: Backend::Postgres,
             write,
+            receipts,
             read,
             url: url.to_string(),
             instance_id: new_instance_id(),
@@ -274,6 +286,14 @@ impl Db {
         &self.write
     }
 
+    /// The pool that stores receipts (`store::ingest::store_receipts`): on SQLite the one
+    /// write connection; on PostgreSQL durable sessions whose INSERTs run on cached plans.
+    /// Nothing but inserts over VALUES lists may run here: the write pool's sessions plan
+    /// every statement for the tables as they are, and this one's do not.
+    pub fn receipt_writer(&self) -> &AnyPool {
+        &self.receipts
+    }
+
     pub fn reader(&self) -> &AnyPool {
         &self.read
     }
@@ -289,6 +309,7 @@ impl Db {
 
     pub async fn close(&self) {
         self.write.close().await;
+        self.receipts.close().await;
         self.read.close().await;
     }
 }
