@@ -255,26 +255,57 @@ pub async fn run(
     rate: u64,
     autovacuum: Option<bool>,
 ) -> anyhow::Result<Soak> {
-    let settings = server_settings(base, db, dir, secret, true, true);
-    let server = ChildServer::start(&settings, dir, "soak").await?;
-    let postgres = db.sqlite_path.is_none();
-    let autovacuum_before = if postgres {
-        Some(set_autovacuum(&server.db, autovacuum).await?)
-    } else {
-        None
+    // PostgreSQL's autovacuum is set before the server starts: `serve` reads it once, at
+    // start-up, to decide whether it vacuums the hot tables itself. (Until 2026-12-04 it was
+    // set after, so in the soaks "with autovacuum on" serve vacuumed the tables as well.)
+    let admin = match db.sqlite_path {
+        None => Some(Db::connect(&db.url).await?),
+        Some(_) => None,
     };
-    let measured = measure(&server, secret, secs, rate).await;
-    if let Some(before) = &autovacuum_before {
+    let autovacuum_before = match &admin {
+        Some(admin) => Some(set_autovacuum(admin, autovacuum).await?),
+        None => None,
+    };
+    let soaked = soak(base, db, dir, secret, secs, rate).await;
+    if let (Some(admin), Some(before)) = (&admin, &autovacuum_before) {
         if autovacuum.is_some() {
-            restore_autovacuum(&server.db, before).await?;
+            restore_autovacuum(admin, before).await?;
         }
+        admin.close().await;
     }
+    let (acked, distinct, effects, minutes, samples) = soaked?;
     let during = match (autovacuum_before, autovacuum) {
         (None, _) => "n/a".to_string(),
         (Some(_), Some(on)) => (if on { "on" } else { "off" }).to_string(),
         (Some(before), None) => before.value,
     };
-    let (minutes, samples, acked) = measured?;
+    Ok(Soak {
+        secs,
+        rate,
+        autovacuum: during,
+        acked,
+        distinct,
+        effects,
+        minutes,
+        samples,
+    })
+}
+
+type Soaked = (u64, u64, i64, Vec<Minute>, Vec<(f64, u64)>);
+
+/// One server at `rate` for `secs`, then drained: deliveries acknowledged, events, effects,
+/// the minutes and the RSS samples.
+async fn soak(
+    base: &Settings,
+    db: &FreshDb,
+    dir: &std::path::Path,
+    secret: &str,
+    secs: u64,
+    rate: u64,
+) -> anyhow::Result<Soaked> {
+    let settings = server_settings(base, db, dir, secret, true, true);
+    let server = ChildServer::start(&settings, dir, "soak").await?;
+    let (minutes, samples, acked) = measure(&server, secret, secs, rate).await?;
     let drained = wait_drained(&server.db, Duration::from_secs(120)).await?;
     let effects = count(&server.db, "SELECT COUNT(*) FROM processed_effects").await?;
     let distinct = count(&server.db, "SELECT COUNT(*) FROM inbox_events").await?;
@@ -283,16 +314,7 @@ pub async fn run(
         drained,
         "the backlog did not drain within 120 s of the soak"
     );
-    Ok(Soak {
-        secs,
-        rate,
-        autovacuum: during,
-        acked,
-        distinct: distinct as u64,
-        effects,
-        minutes,
-        samples,
-    })
+    Ok((acked, distinct as u64, effects, minutes, samples))
 }
 
 type Measured = (Vec<Minute>, Vec<(f64, u64)>, u64);
