@@ -285,6 +285,9 @@ pub enum LogFormat {
     Json,
 }
 
+/// The most receipts one ingest commit may carry (`receiver.max_batch`).
+pub const MAX_RECEIPT_BATCH: usize = 2_048;
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiverSettings {
@@ -839,6 +842,12 @@ impl Settings {
         anyhow::ensure!(
             self.processor.claim_batch >= 1 && self.processor.events_per_transaction != Some(0),
             "processor.claim_batch and processor.events_per_transaction must be at least 1"
+        );
+        anyhow::ensure!(
+            (1..=MAX_RECEIPT_BATCH).contains(&self.receiver.max_batch),
+            "receiver.max_batch must be between 1 and {MAX_RECEIPT_BATCH} (a statement binds up \
+             to ten parameters per receipt; SQLite allows 32,766 per statement, PostgreSQL \
+             65,535)"
         );
         anyhow::ensure!(
             self.processor.linger_ms <= 1_000,

@@ -737,9 +737,9 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
             .await,
         120
     );
-    let mut conn = app.db.writer().acquire().await.unwrap();
     match kind {
         Kind::Sqlite => {
+            let mut conn = app.db.writer().acquire().await.unwrap();
             let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
                 .fetch_one(&mut *conn)
                 .await
@@ -751,108 +751,56 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
             assert_eq!((journal.as_str(), synchronous), ("wal", 2), "WAL, FULL");
         }
         Kind::Postgres => {
-            let settings: Vec<(String, String)> = sqlx::query_as(
-                "SELECT name, setting FROM pg_settings \
-                 WHERE name IN ('plan_cache_mode', 'synchronous_commit') ORDER BY name",
-            )
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
+            // Every idle session of the write pool (those the processor used): durable,
+            // and none of the statements they prepared with parameters ran on a cached
+            // generic plan (one without parameters has only the one plan, which
+            // PostgreSQL counts generic).
+            let write = app.db.write_sessions().await.unwrap();
             assert_eq!(
-                settings,
-                vec![
-                    ("plan_cache_mode".into(), "force_custom_plan".into()),
-                    ("synchronous_commit".into(), "on".into())
-                ]
+                (
+                    write.plan_cache_mode.as_str(),
+                    write.synchronous_commit.as_str()
+                ),
+                ("force_custom_plan", "on")
             );
-            // Every idle connection of the pool (those the processor used): none of the
-            // statements they prepared with parameters ran on a cached generic plan (one
-            // without parameters has only the one plan, which PostgreSQL counts generic).
-            drop(conn);
-            let mut held = Vec::new();
-            for _ in 0..app.db.writer().num_idle().max(1) {
-                held.push(app.db.writer().acquire().await.unwrap());
-            }
-            let (mut custom, mut generic) = (0i64, 0i64);
-            for conn in &mut held {
-                let (c, g): (i64, i64) = sqlx::query_as(
-                    "SELECT CAST(COALESCE(SUM(custom_plans), 0) AS BIGINT), \
-                     CAST(COALESCE(SUM(generic_plans), 0) AS BIGINT) FROM pg_prepared_statements \
-                     WHERE cardinality(parameter_types) > 0",
-                )
-                .fetch_one(&mut **conn)
-                .await
-                .unwrap();
-                custom += c;
-                generic += g;
-            }
             assert!(
-                custom > 100,
-                "{custom} custom plans over {} connections",
-                held.len()
+                write.custom_plans() > 100,
+                "{} custom plans over {} sessions",
+                write.custom_plans(),
+                write.count
             );
-            assert_eq!(generic, 0, "no statement ran on a cached generic plan");
-            // Back to the pool first: closing it waits for every connection out of it.
-            drop(held);
-            // The receipt pool: durable too, and its INSERTs (whose plan cannot depend on
-            // the tables' size) reuse a cached plan instead of planning each batch. The 120
-            // receipts, posted one after another, came mostly one per batch: one statement
-            // text for the inbox and one for the log, run many times.
-            let mut receipts = app.db.receipt_writer().acquire().await.unwrap();
-            let settings: Vec<(String, String)> = sqlx::query_as(
-                "SELECT name, setting FROM pg_settings \
-                 WHERE name IN ('plan_cache_mode', 'synchronous_commit') ORDER BY name",
-            )
-            .fetch_all(&mut *receipts)
-            .await
-            .unwrap();
             assert_eq!(
-                settings,
-                vec![
-                    ("plan_cache_mode".into(), "auto".into()),
-                    ("synchronous_commit".into(), "on".into())
-                ]
+                write.generic_plans(),
+                0,
+                "no statement ran on a cached generic plan"
             );
-            drop(receipts);
-            let mut held = Vec::new();
-            for _ in 0..app.db.receipt_writer().num_idle().max(1) {
-                held.push(app.db.receipt_writer().acquire().await.unwrap());
-            }
-            let mut plans: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
-            for conn in &mut held {
-                let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-                    "SELECT substr(statement, 1, 24), custom_plans, generic_plans \
-                     FROM pg_prepared_statements WHERE cardinality(parameter_types) > 0",
-                )
-                .fetch_all(&mut **conn)
-                .await
-                .unwrap();
-                for (statement, custom, generic) in rows {
-                    let seen = plans.entry(statement).or_default();
-                    seen.0 += custom;
-                    seen.1 += generic;
-                }
-            }
-            let statements: Vec<&str> = plans.keys().map(String::as_str).collect();
+            // The receipt pool: durable too, and its one statement (inserts over the
+            // batch's VALUES list, whose plan cannot depend on the tables' size) reuses a
+            // cached plan instead of planning each batch. The 120 receipts, posted one after
+            // another, came mostly one per batch: one statement text run many times.
+            let receipts = app.db.receipt_sessions().await.unwrap();
+            assert_eq!(
+                (
+                    receipts.plan_cache_mode.as_str(),
+                    receipts.synchronous_commit.as_str()
+                ),
+                ("auto", "on")
+            );
+            let statements: Vec<&str> = receipts.plans.keys().map(String::as_str).collect();
             assert_eq!(
                 statements,
-                ["INSERT INTO deliveries (", "INSERT INTO inbox_events"],
-                "only receipts are written here"
+                ["WITH batch (n, provider,"],
+                "only receipts are written here, one statement per batch"
             );
-            for (statement, (custom, generic)) in &plans {
+            for (statement, plans) in &receipts.plans {
                 assert!(
-                    *generic >= 50 && *custom <= 5 * held.len() as i64,
-                    "{statement}: {custom} custom and {generic} generic plans over {} \
-                     connections",
-                    held.len()
+                    plans.generic >= 50 && plans.custom <= 5 * receipts.count as i64,
+                    "{statement}: {plans:?} over {} sessions",
+                    receipts.count
                 );
             }
-            drop(held);
-            app.shutdown().await;
-            return;
         }
     }
-    drop(conn);
     app.shutdown().await;
 }
 

@@ -373,6 +373,19 @@ fn max_in_flight_above_max_connections_is_refused() {
 }
 
 #[test]
+fn a_receipt_batch_beyond_what_one_statement_can_bind_is_refused() {
+    figment::Jail::expect_with(|_| {
+        for refused in ["0", "2049", "100000"] {
+            let err = load(&format!("[receiver]\nmax_batch = {refused}\n")).unwrap_err();
+            let text = format!("{err:#}");
+            assert!(text.contains("receiver.max_batch"), "{refused}: {text}");
+        }
+        load("[receiver]\nmax_batch = 2048\n").unwrap();
+        Ok(())
+    });
+}
+
+#[test]
 fn sign_in_and_session_keys_load_from_a_file() {
     figment::Jail::expect_with(|_| {
         let s = load(

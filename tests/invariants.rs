@@ -18,6 +18,8 @@ both!(
     a_newer_failure_after_payment_is_refused_and_recorded,
     standard_webhooks_sender_is_processed,
     graceful_shutdown_finishes_in_flight_work,
+    a_batch_of_receipts_stores_each_event_once_and_logs_every_delivery_in_order,
+    the_largest_receipt_batch_the_settings_allow_is_stored,
 );
 
 async fn one_delivery_then_three_parallel_leaves_state_as_after_the_first(kind: Kind) {
@@ -433,4 +435,120 @@ async fn graceful_shutdown_finishes_in_flight_work(kind: Kind) {
         common::count(&db, "SELECT COUNT(*) FROM inbox_events").await,
         20
     );
+}
+
+fn receipt(event_id: &str, body: &str, received_at: i64) -> oncehook::store::ingest::Receipt {
+    oncehook::store::ingest::Receipt {
+        provider: "stripe".into(),
+        event_id: event_id.into(),
+        event_type: Some("payment_intent.succeeded".into()),
+        api_version: Some("2024-06-20".into()),
+        raw_body: body.as_bytes().to_vec(),
+        correlation_id: format!("corr-{event_id}-{received_at}"),
+        received_at,
+    }
+}
+
+/// One ingest commit holding a new event twice, another new event, and an event stored by
+/// an earlier commit: each event is stored once, with the first receipt's body, and every
+/// receipt is in the delivery log, in the order received, duplicates marked.
+async fn a_batch_of_receipts_stores_each_event_once_and_logs_every_delivery_in_order(kind: Kind) {
+    use oncehook::store::ingest::{store_receipts, Stored};
+    let app = TestApp::spawn_with(kind, |s| s.processor.enabled = false).await;
+    let earlier = store_receipts(&app.db, &[receipt("evt_c", "c-first", 1)])
+        .await
+        .unwrap();
+    assert_eq!(earlier, [Stored::New]);
+    let batch = [
+        receipt("evt_a", "a-first", 2),
+        receipt("evt_b", "b-first", 3),
+        receipt("evt_a", "a-again", 4),
+        receipt("evt_c", "c-again", 5),
+    ];
+    let stored = store_receipts(&app.db, &batch).await.unwrap();
+    assert_eq!(
+        stored,
+        [
+            Stored::New,
+            Stored::New,
+            Stored::Duplicate,
+            Stored::Duplicate
+        ]
+    );
+    let inbox: Vec<(String, Vec<u8>, String, i64, String, i64)> = sqlx::query_as(
+        "SELECT event_id, raw_body, correlation_id, received_at, status, next_attempt_at \
+         FROM inbox_events ORDER BY id",
+    )
+    .fetch_all(app.db.reader())
+    .await
+    .unwrap();
+    let pending = |id: &str, body: &str, at: i64| {
+        (
+            id.to_string(),
+            body.as_bytes().to_vec(),
+            format!("corr-{id}-{at}"),
+            at,
+            "pending".to_string(),
+            at,
+        )
+    };
+    assert_eq!(
+        inbox,
+        [
+            pending("evt_c", "c-first", 1),
+            pending("evt_a", "a-first", 2),
+            pending("evt_b", "b-first", 3)
+        ]
+    );
+    let log: Vec<(String, i64, String, String, i64)> = sqlx::query_as(
+        "SELECT event_id, duplicate, correlation_id, body_sha256, received_at \
+         FROM deliveries ORDER BY id",
+    )
+    .fetch_all(app.db.reader())
+    .await
+    .unwrap();
+    let entry = |id: &str, duplicate: i64, body: &str, at: i64| {
+        use sha2::Digest;
+        (
+            id.to_string(),
+            duplicate,
+            format!("corr-{id}-{at}"),
+            hex::encode(sha2::Sha256::digest(body.as_bytes())),
+            at,
+        )
+    };
+    assert_eq!(
+        log,
+        [
+            entry("evt_c", 0, "c-first", 1),
+            entry("evt_a", 0, "a-first", 2),
+            entry("evt_b", 0, "b-first", 3),
+            entry("evt_a", 1, "a-again", 4),
+            entry("evt_c", 1, "c-again", 5),
+        ]
+    );
+    app.shutdown().await;
+}
+
+/// A commit of `receiver.max_batch` receipts at its largest allowed value binds within
+/// what one statement may carry, on both databases.
+async fn the_largest_receipt_batch_the_settings_allow_is_stored(kind: Kind) {
+    use oncehook::config::MAX_RECEIPT_BATCH;
+    use oncehook::store::ingest::{store_receipts, Stored};
+    let app = TestApp::spawn_with(kind, |s| s.processor.enabled = false).await;
+    let batch: Vec<_> = (0..MAX_RECEIPT_BATCH)
+        .map(|n| receipt(&format!("evt_{n}"), "{}", n as i64))
+        .collect();
+    let stored = store_receipts(&app.db, &batch).await.unwrap();
+    assert!(stored.iter().all(|s| *s == Stored::New));
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM inbox_events").await,
+        MAX_RECEIPT_BATCH as i64
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries WHERE duplicate = 0")
+            .await,
+        MAX_RECEIPT_BATCH as i64
+    );
+    app.shutdown().await;
 }

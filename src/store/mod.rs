@@ -57,7 +57,11 @@ impl Backend {
 pub struct Db {
     pub backend: Backend,
     write: AnyPool,
-    /// Where receipts are written (`Db::receipt_writer`).
+    /// Where receipts are written (`store::ingest::store_receipts`), and nothing else: on
+    /// SQLite the one write connection; on PostgreSQL durable sessions whose INSERTs run
+    /// on cached plans. Private to this module so that no other statement, planned once
+    /// and cached while the tables were small, can run there (the write pool's sessions
+    /// plan every statement for the tables as they are).
     receipts: AnyPool,
     read: AnyPool,
     url: String,
@@ -65,6 +69,70 @@ pub struct Db {
     instance_id: std::sync::Arc<str>,
     /// Overview counts waiting to be written (store::rollup).
     rollup: std::sync::Arc<rollup::Rollup>,
+}
+
+/// A pool's idle PostgreSQL sessions, as PostgreSQL reports them: the settings that decide
+/// durability and plan caching (the same on every session, read from one), and per
+/// statement with parameters (its first 24 characters) the custom and generic plans made
+/// for it, summed over the sessions.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    pub count: usize,
+    pub plan_cache_mode: String,
+    pub synchronous_commit: String,
+    pub plans: std::collections::BTreeMap<String, Plans>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Plans {
+    pub custom: i64,
+    pub generic: i64,
+}
+
+impl Sessions {
+    async fn of(pool: &AnyPool) -> anyhow::Result<Sessions> {
+        // Every idle connection at once, so that each is looked at (one at a time, the
+        // pool would hand back the same one).
+        let mut held = Vec::new();
+        for _ in 0..pool.num_idle().max(1) {
+            held.push(pool.acquire().await?);
+        }
+        anyhow::ensure!(
+            Backend::of(&held[0]) == Backend::Postgres,
+            "sessions are reported on PostgreSQL only"
+        );
+        let mut sessions = Sessions {
+            count: held.len(),
+            ..Sessions::default()
+        };
+        (sessions.plan_cache_mode, sessions.synchronous_commit) = sqlx::query_as(
+            "SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit')",
+        )
+        .fetch_one(&mut *held[0])
+        .await?;
+        for conn in &mut held {
+            let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+                "SELECT substr(statement, 1, 24), custom_plans, generic_plans \
+                 FROM pg_prepared_statements WHERE cardinality(parameter_types) > 0",
+            )
+            .fetch_all(&mut **conn)
+            .await?;
+            for (statement, custom, generic) in rows {
+                let seen = sessions.plans.entry(statement).or_default();
+                seen.custom += custom;
+                seen.generic += generic;
+            }
+        }
+        Ok(sessions)
+    }
+
+    pub fn custom_plans(&self) -> i64 {
+        self.plans.values().map(|p| p.custom).sum()
+    }
+
+    pub fn generic_plans(&self) -> i64 {
+        self.plans.values().map(|p| p.generic).sum()
+    }
 }
 
 /// A parameter of a query whose clauses are built at run time (filters).
@@ -286,12 +354,16 @@ impl Db {
         &self.write
     }
 
-    /// The pool that stores receipts (`store::ingest::store_receipts`): on SQLite the one
-    /// write connection; on PostgreSQL durable sessions whose INSERTs run on cached plans.
-    /// Nothing but inserts over VALUES lists may run here: the write pool's sessions plan
-    /// every statement for the tables as they are, and this one's do not.
-    pub fn receipt_writer(&self) -> &AnyPool {
-        &self.receipts
+    /// What the receipt pool's idle PostgreSQL sessions are (`Sessions`). Nothing outside
+    /// this module can run a statement there (`store::ingest::store_receipts` is the one
+    /// user of the pool); tests and diagnosis look through this.
+    pub async fn receipt_sessions(&self) -> anyhow::Result<Sessions> {
+        Sessions::of(&self.receipts).await
+    }
+
+    /// The same for the write pool's idle PostgreSQL sessions.
+    pub async fn write_sessions(&self) -> anyhow::Result<Sessions> {
+        Sessions::of(&self.write).await
     }
 
     pub fn reader(&self) -> &AnyPool {
