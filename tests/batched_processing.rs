@@ -11,6 +11,7 @@ use common::{snapshot, Kind, Snapshot, TestApp};
 use serde_json::json;
 
 both!(
+    independent_writes_share_statements_within_the_parameter_limit,
     a_mixed_batch_in_one_transaction_equals_one_transaction_per_event,
     many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_event,
     a_fenced_claim_fails_the_set_based_batch_naming_it,
@@ -774,6 +775,18 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
                 0,
                 "no statement ran on a cached generic plan"
             );
+            // The batch's independent writes (facts, ledger, outbox, references, orders)
+            // went as one statement (`store::values::Writes`), not one per table.
+            assert!(
+                write.plans.contains_key("WITH w0 AS (INSERT INTO "),
+                "{:?}",
+                write.plans.keys()
+            );
+            assert!(
+                !write.plans.contains_key("INSERT INTO order_ledger"),
+                "{:?}",
+                write.plans.keys()
+            );
             // The receipt pool: durable too, and its one statement (inserts over the
             // batch's VALUES list, whose plan cannot depend on the tables' size) reuses a
             // cached plan instead of planning each batch. The 120 receipts, posted one after
@@ -1136,6 +1149,52 @@ async fn a_claim_reads_the_head_of_a_backlog_not_all_of_it(kind: Kind) {
                 .unwrap();
             assert_eq!(outbox.iter().map(|c| c.id).collect::<Vec<_>>(), oldest);
         }
+    }
+    app.shutdown().await;
+}
+
+/// `Writes` over parts that fit one statement together, one that must be split from the
+/// next, and one larger than the parameter limit alone: every row is written, once.
+async fn independent_writes_share_statements_within_the_parameter_limit(kind: Kind) {
+    use oncehook::store::values::{Val, Writes, MAX_PARAMS};
+    let app = TestApp::spawn_with(kind, |s| s.processor.enabled = false).await;
+    let rows = |prefix: &str, n: usize| -> Vec<Vec<Val>> {
+        (0..n)
+            .map(|i| {
+                vec![
+                    "acme".into(),
+                    format!("{prefix}{i}").into(),
+                    format!("order-{prefix}{i}").into(),
+                ]
+            })
+            .collect()
+    };
+    const HEAD: &str = "INSERT INTO payment_refs (provider, reference, order_id) VALUES ";
+    let sizes = [
+        ("a", 5),
+        ("b", 7),
+        ("c", MAX_PARAMS / 3 - 10),
+        ("d", MAX_PARAMS / 3 + 1),
+        ("e", 3),
+    ];
+    let mut writes = Writes::default();
+    for (prefix, n) in sizes {
+        writes.push(HEAD, "", 3, rows(prefix, n));
+    }
+    writes.push(HEAD, "", 3, vec![]);
+    let mut tx = app.db.writer().begin().await.unwrap();
+    writes.run(&mut tx).await.unwrap();
+    tx.commit().await.unwrap();
+    for (prefix, n) in sizes {
+        assert_eq!(
+            app.count(&format!(
+                "SELECT COUNT(*) FROM payment_refs WHERE reference LIKE '{prefix}%' \
+                 AND order_id = 'order-' || reference"
+            ))
+            .await,
+            n as i64,
+            "{prefix}"
+        );
     }
     app.shutdown().await;
 }

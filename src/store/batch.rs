@@ -31,7 +31,7 @@ use super::effects::{
     LedgerRow, OrderBefore, OutboxRow, StaleRow, Written,
 };
 use super::inbox::{Claimed, Fence, Filed};
-use super::values::{run_values, Val, MAX_PARAMS};
+use super::values::{run_values, Val, Writes, MAX_PARAMS};
 use super::{in_list, placeholder, values_list, Backend};
 use crate::config::OutboxSettings;
 use crate::domain::money::{class, guard, plan_entries};
@@ -914,6 +914,9 @@ pub async fn apply_batch(
         }
     }
 
+    // The batch's writes below depend on nothing another of them writes: one statement for
+    // all on PostgreSQL (`Writes`).
+    let mut writes = Writes::default();
     // Facts: every fact the batch touched, with its final state.
     let mut fact_rows: Vec<Vec<Val>> = Vec::new();
     for (order_id, state) in &orders {
@@ -939,23 +942,19 @@ pub async fn apply_batch(
             ]);
         }
     }
-    if !fact_rows.is_empty() {
-        run_values(
-            tx,
-            "INSERT INTO order_facts (order_id, kind, resource_id, parent_ref, state, class, \
+    writes.push(
+        "INSERT INTO order_facts (order_id, kind, resource_id, parent_ref, state, class, \
              at_ms, sequence, rank, amount, money_seen, canceled_at, provider, event_id, \
              created_at, updated_at) VALUES ",
-            " ON CONFLICT (order_id, kind, resource_id) DO UPDATE SET \
+        " ON CONFLICT (order_id, kind, resource_id) DO UPDATE SET \
              parent_ref = excluded.parent_ref, state = excluded.state, class = excluded.class, \
              at_ms = excluded.at_ms, sequence = excluded.sequence, rank = excluded.rank, \
              amount = excluded.amount, money_seen = excluded.money_seen, \
              canceled_at = excluded.canceled_at, event_id = excluded.event_id, \
              updated_at = excluded.updated_at",
-            16,
-            &fact_rows,
-        )
-        .await?;
-    }
+        16,
+        fact_rows,
+    );
 
     // A refund oncehook asked for is confirmed once its money is counted, as the per-event
     // path's `write_entry` does.
@@ -971,46 +970,41 @@ pub async fn apply_batch(
             )
         })
         .collect();
-    if !ledger_rows.is_empty() {
-        let rows: Vec<Vec<Val>> = ledger_rows
+    writes.push(
+        effects::LEDGER_INSERT,
+        "",
+        LedgerRow::COLUMNS,
+        ledger_rows
             .into_iter()
             .map(LedgerRow::into_values)
-            .collect();
-        run_values(tx, effects::LEDGER_INSERT, "", LedgerRow::COLUMNS, &rows).await?;
-    }
-    for (order_id, refund_id, event_id, now) in &refunds_counted {
-        super::commands::confirm_in(tx, order_id, refund_id, event_id, *now).await?;
-    }
-
-    if !outbox_rows.is_empty() {
-        let rows: Vec<Vec<Val>> = outbox_rows
+            .collect(),
+    );
+    writes.push(
+        effects::OUTBOX_INSERT,
+        "",
+        OutboxRow::COLUMNS,
+        outbox_rows
             .into_iter()
             .map(OutboxRow::into_values)
-            .collect();
-        run_values(tx, effects::OUTBOX_INSERT, "", OutboxRow::COLUMNS, &rows).await?;
-    }
-
-    if !stale_rows.is_empty() {
-        let rows: Vec<Vec<Val>> = stale_rows.into_iter().map(StaleRow::into_values).collect();
-        run_values(tx, effects::STALE_INSERT, "", StaleRow::COLUMNS, &rows).await?;
-    }
-
-    if !new_refs.is_empty() {
-        let rows: Vec<Vec<Val>> = new_refs
+            .collect(),
+    );
+    writes.push(
+        effects::STALE_INSERT,
+        "",
+        StaleRow::COLUMNS,
+        stale_rows.into_iter().map(StaleRow::into_values).collect(),
+    );
+    writes.push(
+        "INSERT INTO payment_refs (provider, reference, order_id) VALUES ",
+        " ON CONFLICT (provider, reference) DO NOTHING",
+        3,
+        new_refs
             .into_iter()
             .map(|((provider, reference), order)| {
                 vec![provider.into(), reference.into(), order.into()]
             })
-            .collect();
-        run_values(
-            tx,
-            "INSERT INTO payment_refs (provider, reference, order_id) VALUES ",
-            " ON CONFLICT (provider, reference) DO NOTHING",
-            3,
-            &rows,
-        )
-        .await?;
-    }
+            .collect(),
+    );
 
     // The orders' projections, computed above, in one statement.
     let mut order_rows: Vec<Vec<Val>> = Vec::new();
@@ -1034,22 +1028,22 @@ pub async fn apply_batch(
             _ => {}
         }
     }
-    if !order_rows.is_empty() {
-        run_values(
-            tx,
-            "INSERT INTO orders (order_id, status, currency, amount_paid, amount_refunded, \
+    writes.push(
+        "INSERT INTO orders (order_id, status, currency, amount_paid, amount_refunded, \
              amount_disputed, attention, last_event_at, last_event_id, created_at, updated_at) \
              VALUES ",
-            " ON CONFLICT (order_id) DO UPDATE SET status = excluded.status, \
+        " ON CONFLICT (order_id) DO UPDATE SET status = excluded.status, \
              currency = excluded.currency, amount_paid = excluded.amount_paid, \
              amount_refunded = excluded.amount_refunded, \
              amount_disputed = excluded.amount_disputed, attention = excluded.attention, \
              last_event_at = excluded.last_event_at, last_event_id = excluded.last_event_id, \
              updated_at = excluded.updated_at",
-            11,
-            &order_rows,
-        )
-        .await?;
+        11,
+        order_rows,
+    );
+    writes.run(tx).await?;
+    for (order_id, refund_id, event_id, now) in &refunds_counted {
+        super::commands::confirm_in(tx, order_id, refund_id, event_id, *now).await?;
     }
     if !unused.is_empty() {
         let sql = format!(

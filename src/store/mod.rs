@@ -539,7 +539,21 @@ pub fn placeholder(backend: Backend, i: usize) -> String {
 
 /// Placeholders for a multi-row VALUES list, row by row, from parameter 1.
 pub fn values_list(backend: Backend, rows: usize, cols: usize) -> String {
-    let mut out = String::with_capacity(rows * cols * 5);
+    let mut out = String::with_capacity(rows * cols * 6);
+    push_values_list(&mut out, backend, 1, rows, cols);
+    out
+}
+
+/// `values_list` appended to `out`, numbered from parameter `first` (PostgreSQL), without
+/// a string per placeholder: a batch's statements carry thousands.
+pub fn push_values_list(
+    out: &mut String,
+    backend: Backend,
+    first: usize,
+    rows: usize,
+    cols: usize,
+) {
+    use std::fmt::Write;
     for r in 0..rows {
         if r > 0 {
             out.push_str(", ");
@@ -549,11 +563,15 @@ pub fn values_list(backend: Backend, rows: usize, cols: usize) -> String {
             if c > 0 {
                 out.push_str(", ");
             }
-            out.push_str(&placeholder(backend, r * cols + c + 1));
+            match backend {
+                Backend::Postgres => {
+                    let _ = write!(out, "${}", first + r * cols + c);
+                }
+                Backend::Sqlite => out.push('?'),
+            }
         }
         out.push(')');
     }
-    out
 }
 
 /// Placeholders `start, start+1, …` for an IN list of `n` values.
@@ -679,5 +697,8 @@ mod tests {
         // Positional on SQLite: no named parameter for its binder to look up.
         assert_eq!(values_list(Sqlite, 2, 2), "(?, ?), (?, ?)");
         assert_eq!(in_list(Sqlite, 2, 3), "?, ?, ?");
+        let mut out = String::from("VALUES ");
+        super::push_values_list(&mut out, Postgres, 5, 2, 2);
+        assert_eq!(out, "VALUES ($5, $6), ($7, $8)");
     }
 }
