@@ -54,13 +54,7 @@ async fn store_receipts_in_one_statement(
     db: &Db,
     receipts: &[Receipt],
 ) -> anyhow::Result<Vec<Stored>> {
-    // Only the first receipt of an event within the batch tries the insert; the later
-    // ones are duplicates by definition.
-    let mut seen = HashSet::new();
-    let first: Vec<bool> = receipts
-        .iter()
-        .map(|r| seen.insert((r.provider.as_str(), r.event_id.as_str())))
-        .collect();
+    let first = first_of_their_event(receipts);
     let sql = format!(
         "WITH batch (n, provider, event_id, event_type, api_version, raw_body, \
              correlation_id, received_at, body_sha256, first) AS (VALUES {}), \
@@ -82,37 +76,67 @@ async fn store_receipts_in_one_statement(
     );
     let mut query = sqlx::query(&sql);
     for (n, (r, first)) in receipts.iter().zip(&first).enumerate() {
-        query = query
-            .bind(n as i64)
-            .bind(&r.provider)
-            .bind(&r.event_id)
-            .bind(&r.event_type)
-            .bind(&r.api_version)
-            .bind(&r.raw_body)
-            .bind(&r.correlation_id)
-            .bind(r.received_at)
+        query = bind_inbox_columns(query.bind(n as i64), r)
             .bind(hex::encode(Sha256::digest(&r.raw_body)))
             .bind(*first);
     }
     // One notification per new event in the statement; PostgreSQL folds identical ones
     // within a transaction into one.
-    let inserted: HashSet<(String, String)> = query
-        .fetch_all(&db.receipts)
-        .await?
-        .into_iter()
+    let inserted = inserted_keys(query.fetch_all(&db.receipts).await?)?;
+    Ok(outcomes(receipts, &first, &inserted))
+}
+
+/// Whether each receipt is the first of its event in the batch: only that one tries the
+/// insert; the later ones are duplicates by definition.
+fn first_of_their_event(receipts: &[Receipt]) -> Vec<bool> {
+    let mut seen = HashSet::new();
+    receipts
+        .iter()
+        .map(|r| seen.insert((r.provider.as_str(), r.event_id.as_str())))
+        .collect()
+}
+
+/// The inbox columns a receipt brings, in the order both statements list them: provider,
+/// event id, type, API version, body, correlation id, received at.
+fn bind_inbox_columns<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    r: &'q Receipt,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    query
+        .bind(&r.provider)
+        .bind(&r.event_id)
+        .bind(&r.event_type)
+        .bind(&r.api_version)
+        .bind(&r.raw_body)
+        .bind(&r.correlation_id)
+        .bind(r.received_at)
+}
+
+/// The (provider, event id) of the rows an inbox insert returned.
+fn inserted_keys(rows: Vec<sqlx::any::AnyRow>) -> Result<HashSet<(String, String)>, sqlx::Error> {
+    rows.into_iter()
         .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-        .collect::<Result<_, sqlx::Error>>()?;
-    Ok(receipts
+        .collect()
+}
+
+/// New: the first receipt of its event in the batch, whose row the insert created;
+/// every other receipt is a duplicate.
+fn outcomes(
+    receipts: &[Receipt],
+    first: &[bool],
+    inserted: &HashSet<(String, String)>,
+) -> Vec<Stored> {
+    receipts
         .iter()
         .zip(first)
         .map(|(r, first)| {
-            if first && inserted.contains(&(r.provider.clone(), r.event_id.clone())) {
+            if *first && inserted.contains(&(r.provider.clone(), r.event_id.clone())) {
                 Stored::New
             } else {
                 Stored::Duplicate
             }
         })
-        .collect())
+        .collect()
 }
 
 /// `store_receipts` inside the caller's transaction: nothing is durable, and nobody may be
@@ -125,12 +149,11 @@ pub async fn store_receipts_in(
     if receipts.is_empty() {
         return Ok(vec![]);
     }
-    // The first receipt of an event within the batch tries the insert; later ones in the
-    // same batch are duplicates by definition.
-    let mut seen = HashSet::new();
+    let first = first_of_their_event(receipts);
     let firsts: Vec<&Receipt> = receipts
         .iter()
-        .filter(|r| seen.insert((r.provider.as_str(), r.event_id.as_str())))
+        .zip(&first)
+        .filter_map(|(r, first)| first.then_some(r))
         .collect();
     let sql = format!(
         "INSERT INTO inbox_events (provider, event_id, event_type, api_version, raw_body, \
@@ -139,37 +162,13 @@ pub async fn store_receipts_in(
         values_list(backend, firsts.len(), 9)
     );
     let mut insert = sqlx::query(&sql);
-    for r in &firsts {
-        insert = insert
-            .bind(&r.provider)
-            .bind(&r.event_id)
-            .bind(&r.event_type)
-            .bind(&r.api_version)
-            .bind(&r.raw_body)
-            .bind(&r.correlation_id)
-            .bind(r.received_at)
+    for r in firsts {
+        insert = bind_inbox_columns(insert, r)
             .bind("pending")
             .bind(r.received_at);
     }
-    let inserted: HashSet<(String, String)> = insert
-        .fetch_all(&mut **tx)
-        .await?
-        .into_iter()
-        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-        .collect::<Result<_, sqlx::Error>>()?;
-
-    let mut claimed_new = HashSet::new();
-    let outcomes: Vec<Stored> = receipts
-        .iter()
-        .map(|r| {
-            let key = (r.provider.clone(), r.event_id.clone());
-            if inserted.contains(&key) && claimed_new.insert(key) {
-                Stored::New
-            } else {
-                Stored::Duplicate
-            }
-        })
-        .collect();
+    let inserted = inserted_keys(insert.fetch_all(&mut **tx).await?)?;
+    let outcomes = outcomes(receipts, &first, &inserted);
 
     let sql = format!(
         "INSERT INTO deliveries (provider, event_id, duplicate, correlation_id, body_sha256, \
