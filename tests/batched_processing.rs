@@ -12,6 +12,7 @@ use serde_json::json;
 
 both!(
     independent_writes_share_statements_within_the_parameter_limit,
+    writes_then_a_query_run_every_write_and_return_the_query_rows,
     a_mixed_batch_in_one_transaction_equals_one_transaction_per_event,
     many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_event,
     a_fenced_claim_fails_the_set_based_batch_naming_it,
@@ -787,6 +788,15 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
                 "{:?}",
                 write.plans.keys()
             );
+            // The inbox's filing was the main query of that statement, not one of its own.
+            assert!(
+                !write
+                    .plans
+                    .keys()
+                    .any(|k| k.starts_with("SELECT oncehook_file")),
+                "{:?}",
+                write.plans.keys()
+            );
             // The receipt pool: durable too, and its one statement (inserts over the
             // batch's VALUES list, whose plan cannot depend on the tables' size) reuses a
             // cached plan instead of planning each batch. The 120 receipts, posted one after
@@ -1186,6 +1196,60 @@ async fn independent_writes_share_statements_within_the_parameter_limit(kind: Ki
     writes.run(&mut tx).await.unwrap();
     tx.commit().await.unwrap();
     for (prefix, n) in sizes {
+        assert_eq!(
+            app.count(&format!(
+                "SELECT COUNT(*) FROM payment_refs WHERE reference LIKE '{prefix}%' \
+                 AND order_id = 'order-' || reference"
+            ))
+            .await,
+            n as i64,
+            "{prefix}"
+        );
+    }
+    app.shutdown().await;
+}
+
+/// `Writes::run_then`: every write pushed is made, and the query after them returns its own
+/// rows with its parameters numbered after the writes' (on PostgreSQL the query is the
+/// writes' main query), also when the writes fill a statement and the query must go alone.
+async fn writes_then_a_query_run_every_write_and_return_the_query_rows(kind: Kind) {
+    use oncehook::store::values::{Then, Val, Writes, MAX_PARAMS};
+    use oncehook::store::{placeholder, Backend};
+    use sqlx::Row;
+    let app = TestApp::spawn_with(kind, |s| s.processor.enabled = false).await;
+    const HEAD: &str = "INSERT INTO payment_refs (provider, reference, order_id) VALUES ";
+    let then = || Then {
+        sql: |backend: Backend, first: usize| {
+            format!(
+                "SELECT CAST({} AS BIGINT) + 1, CAST({} AS TEXT)",
+                placeholder(backend, first),
+                placeholder(backend, first + 1)
+            )
+        },
+        binds: vec![41_i64.into(), "filed".into()],
+    };
+    // A few rows (the query joins their statement), then a full statement's worth (the
+    // query goes alone), then none at all.
+    for (prefix, n) in [("small", 4), ("full", MAX_PARAMS / 3), ("none", 0)] {
+        let rows: Vec<Vec<Val>> = (0..n)
+            .map(|i| {
+                vec![
+                    "acme".into(),
+                    format!("{prefix}{i}").into(),
+                    format!("order-{prefix}{i}").into(),
+                ]
+            })
+            .collect();
+        let mut writes = Writes::default();
+        writes.push(HEAD, "", 3, rows);
+        let mut tx = app.db.writer().begin().await.unwrap();
+        let returned = writes.run_then(&mut tx, Some(then())).await.unwrap();
+        tx.commit().await.unwrap();
+        let returned: Vec<(i64, String)> = returned
+            .iter()
+            .map(|r| (r.try_get(0).unwrap(), r.try_get(1).unwrap()))
+            .collect();
+        assert_eq!(returned, vec![(42, "filed".to_string())], "{prefix}");
         assert_eq!(
             app.count(&format!(
                 "SELECT COUNT(*) FROM payment_refs WHERE reference LIKE '{prefix}%' \

@@ -364,7 +364,7 @@ fn render_db(o: &mut String, r: &DbResults) {
     for l in &r.latency {
         let _ = writeln!(
             o,
-            "| receipt-to-effect at {} ({}/s offered), processor on | max {} ms | {} | {} | {} | {} processed, {:.0}/s acknowledged (ack p99 {}), {} waiting when senders stopped{}; receipt to visible to a reader, polled every {} ms |",
+            "| receipt-to-effect at {} ({}/s offered), processor on | max {} ms | {} | {} | {} | {} processed, {:.0}/s acknowledged (ack p99 {}), {} waiting when senders stopped{}; receipt to visible to a reader, polled every {} ms ({} ms while {} or more are unfinished) |",
             l.label,
             thousands(l.offered),
             l.max_ms,
@@ -376,7 +376,9 @@ fn render_db(o: &mut String, r: &DbResults) {
             ms(l.load.p_ms(0.99)),
             l.backlog_at_end,
             if l.drained { "" } else { "; NOT DRAINED" },
-            super::watch::POLL.as_millis()
+            super::watch::POLL.as_millis(),
+            super::watch::POLL_BEHIND.as_millis(),
+            super::watch::BEHIND
         );
     }
     for (probe, verdict) in &r.capacity {

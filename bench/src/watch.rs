@@ -19,6 +19,27 @@ pub const POLL: Duration = Duration::from_millis(5);
 /// backlog is then counted apart.
 const PAGE: i64 = 2_000;
 
+/// How often the watcher looks while at least `BEHIND` events it has seen are unfinished.
+/// Each look reads the rows from the oldest unfinished one on, so a backlog made every
+/// look read a full page: 400,000 rows a second at `POLL`, PostgreSQL CPU taken from the
+/// server it measures, and the more the server fell behind the more it was taken (a probe
+/// at 4,000/s that fell behind once ran away, backlog 363 → 28,420; BENCHMARKS.md). So far
+/// behind, a latency is hundreds of milliseconds already, and the coarser look only makes
+/// it later (never earlier) by up to this much.
+pub const POLL_BEHIND: Duration = Duration::from_millis(50);
+
+/// Unfinished events seen in one look from which the watcher looks every `POLL_BEHIND`.
+pub const BEHIND: usize = 500;
+
+/// The pause before the next look, after a look that saw `unfinished` events unfinished.
+pub fn next_look_after(unfinished: usize) -> Duration {
+    if unfinished >= BEHIND {
+        POLL_BEHIND
+    } else {
+        POLL
+    }
+}
+
 /// What the watcher saw.
 #[derive(Default)]
 pub struct Watched {
@@ -151,7 +172,7 @@ pub fn spawn(
             if last_look {
                 return Ok(watched);
             }
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(next_look_after(unfinished)).await;
         }
     })
 }
@@ -170,6 +191,15 @@ mod tests {
             gaps.look(now);
         }
         assert_eq!(gaps.longest, Some((1_400, 388)));
+    }
+
+    #[test]
+    fn the_watcher_looks_less_often_only_while_far_behind() {
+        assert_eq!(next_look_after(0), POLL);
+        assert_eq!(next_look_after(BEHIND - 1), POLL);
+        assert_eq!(next_look_after(BEHIND), POLL_BEHIND);
+        assert_eq!(next_look_after(PAGE as usize), POLL_BEHIND);
+        assert!(POLL < POLL_BEHIND);
     }
 
     #[test]

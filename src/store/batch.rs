@@ -13,8 +13,9 @@
 //!    guarded UPDATE's rule mirrored in `record_change`, the projection and ledger plan
 //!    from `domain::money`);
 //! 5. write the result: facts, ledger, outbox, stale events, payment references, orders
-//!    and inbox statuses, one statement each (key fix-ups only when an event that took a
-//!    key ended up not owning it).
+//!    and inbox statuses (key fix-ups first, only when an event that took a key ended up
+//!    not owning it). On PostgreSQL all of it is one statement, the filing of the inbox
+//!    its main query (`values::Writes::run_then`); on SQLite one statement each.
 //!
 //! The inbox UPDATE is fenced on every claim's attempt: a claim another worker owns now
 //! makes the whole batch fail with [`BatchError::Fenced`], and the caller runs it again
@@ -31,7 +32,7 @@ use super::effects::{
     LedgerRow, OrderBefore, OutboxRow, StaleRow, Written,
 };
 use super::inbox::{Claimed, Fence, Filed};
-use super::values::{run_values, Val, Writes, MAX_PARAMS};
+use super::values::{run_values, Then, Val, Writes, MAX_PARAMS};
 use super::{in_list, placeholder, values_list, Backend};
 use crate::config::OutboxSettings;
 use crate::domain::money::{class, guard, plan_entries};
@@ -306,18 +307,25 @@ fn order_row(row: &AnyRow) -> anyhow::Result<(String, OrderRow)> {
     ))
 }
 
-/// Files every claimed row of the batch, fenced on its claim (`inbox::Fence`: the row still
-/// holds the attempts the claim saw and is not filed yet). Returns the ids filed.
+/// Runs the batch's `writes`, then files every claimed row of the batch, fenced on its
+/// claim (`inbox::Fence`: the row still holds the attempts the claim saw and is not filed
+/// yet). Returns the ids filed.
 /// PostgreSQL goes through `oncehook_file_inbox` (migration 0017), whose join the server
 /// plans once per connection: as one statement over a VALUES list it was planned on every
-/// batch, 0.35 ms a time, the largest planning cost of a live stream.
+/// batch, 0.35 ms a time, the largest planning cost of a live stream. The call is the main
+/// query of the writes' statement (`Writes::run_then`): one round trip for both.
 async fn file_inbox(
     tx: &mut Transaction<'_, Any>,
     backend: Backend,
+    writes: Writes,
     filed: &[InboxFiling],
     now: i64,
 ) -> anyhow::Result<BTreeSet<i64>> {
     let mut done: BTreeSet<i64> = BTreeSet::new();
+    if filed.is_empty() {
+        writes.run(tx).await?;
+        return Ok(done);
+    }
     if backend == Backend::Postgres {
         let batch: Vec<serde_json::Value> = filed
             .iter()
@@ -329,14 +337,25 @@ async fn file_inbox(
                 })
             })
             .collect();
-        let ids: Vec<i64> = sqlx::query_scalar("SELECT oncehook_file_inbox(CAST($1 AS JSONB), $2)")
-            .bind(serde_json::Value::Array(batch).to_string())
-            .bind(now)
-            .fetch_all(&mut **tx)
-            .await?;
-        done.extend(ids);
+        let filing = Then {
+            sql: |backend, first| {
+                format!(
+                    "SELECT oncehook_file_inbox(CAST({} AS JSONB), {})",
+                    placeholder(backend, first),
+                    placeholder(backend, first + 1)
+                )
+            },
+            binds: vec![
+                serde_json::Value::Array(batch).to_string().into(),
+                now.into(),
+            ],
+        };
+        for row in writes.run_then(tx, Some(filing)).await? {
+            done.insert(row.try_get(0)?);
+        }
         return Ok(done);
     }
+    writes.run(tx).await?;
     let rows: Vec<Vec<Val>> = filed
         .iter()
         .map(|(id, fence, status, reason, order, key)| {
@@ -845,19 +864,7 @@ pub async fn apply_batch(
         out.push(Output::Effect { order_id, outcome });
     }
 
-    // 5. Write it all. The inbox first: a fenced claim undoes the batch at once.
-    if !filed.is_empty() {
-        let done = file_inbox(tx, backend, &filed, now).await?;
-        let fenced: Vec<i64> = filed
-            .iter()
-            .map(|f| f.0)
-            .filter(|id| !done.contains(id))
-            .collect();
-        if !fenced.is_empty() {
-            return Err(BatchError::Fenced(fenced));
-        }
-    }
-
+    // 5. Write it all.
     // Keys taken in step 3 by an event that did not keep them (a currency mismatch)
     // go to the batch's next event with that key, or are freed.
     let mut freed: Vec<String> = Vec::new();
@@ -1041,7 +1048,17 @@ pub async fn apply_batch(
         11,
         order_rows,
     );
-    writes.run(tx).await?;
+    // The inbox last, with the writes: a claim fenced off (another worker owns its row now)
+    // undoes the whole batch.
+    let done = file_inbox(tx, backend, writes, &filed, now).await?;
+    let fenced: Vec<i64> = filed
+        .iter()
+        .map(|f| f.0)
+        .filter(|id| !done.contains(id))
+        .collect();
+    if !fenced.is_empty() {
+        return Err(BatchError::Fenced(fenced));
+    }
     for (order_id, refund_id, event_id, now) in &refunds_counted {
         super::commands::confirm_in(tx, order_id, refund_id, event_id, *now).await?;
     }

@@ -2,7 +2,8 @@
 //! limits: the set-based writes of the processor (`store::batch`) and the relay
 //! (`store::outbox`).
 
-use sqlx::any::AnyRow;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::Query;
 use sqlx::{Any, Transaction};
 
 use super::Backend;
@@ -131,40 +132,98 @@ impl Writes {
     /// Runs every write pushed. On PostgreSQL as few statements as the parameter limit
     /// allows (a write larger than the limit alone goes in chunks, as `run_values`).
     pub async fn run(self, tx: &mut Transaction<'_, Any>) -> Result<(), sqlx::Error> {
+        self.run_then(tx, None).await.map(drop)
+    }
+
+    /// Runs every write pushed, then `then`, and returns its rows. On PostgreSQL `then` is
+    /// the main query of the writes' last statement (every write before it a CTE): a
+    /// batch's filing rides with its writes instead of taking a round trip of its own.
+    /// Elsewhere it is a statement of its own after the writes.
+    pub async fn run_then(
+        self,
+        tx: &mut Transaction<'_, Any>,
+        then: Option<Then>,
+    ) -> Result<Vec<AnyRow>, sqlx::Error> {
         let backend = Backend::of(tx);
         let mut group: Vec<Part> = Vec::new();
         let mut params = 0;
         for part in self.parts {
             if backend == Backend::Sqlite || part.params() > MAX_PARAMS {
-                run_group(tx, std::mem::take(&mut group)).await?;
+                run_group(tx, std::mem::take(&mut group), None).await?;
                 params = 0;
                 run_values(tx, part.head, part.tail, part.cols, &part.rows).await?;
                 continue;
             }
             if params + part.params() > MAX_PARAMS {
-                run_group(tx, std::mem::take(&mut group)).await?;
+                run_group(tx, std::mem::take(&mut group), None).await?;
                 params = 0;
             }
             params += part.params();
             group.push(part);
         }
-        run_group(tx, group).await
+        match then {
+            Some(then) if backend == Backend::Sqlite => {
+                let sql = (then.sql)(backend, 1);
+                bind_rows(sqlx::query(&sql), [then.binds])
+                    .fetch_all(&mut **tx)
+                    .await
+            }
+            Some(then) if params + then.binds.len() > MAX_PARAMS => {
+                run_group(tx, group, None).await?;
+                run_group(tx, Vec::new(), Some(then)).await
+            }
+            then => run_group(tx, group, then).await,
+        }
     }
 }
 
+/// A query that ends a `Writes` and returns rows (see `Writes::run_then`).
+pub struct Then {
+    /// The query's text, given the backend and the number of its first parameter.
+    pub sql: fn(Backend, usize) -> String,
+    pub binds: Vec<Val>,
+}
+
+/// Binds every value of `rows`, in order.
+fn bind_rows<'q>(
+    mut q: Query<'q, Any, AnyArguments<'q>>,
+    rows: impl IntoIterator<Item = Vec<Val>>,
+) -> Query<'q, Any, AnyArguments<'q>> {
+    for row in rows {
+        for v in row {
+            q = match v {
+                Val::Text(t) => q.bind(t),
+                Val::Int(i) => q.bind(i),
+            };
+        }
+    }
+    q
+}
+
 /// PostgreSQL: `WITH w0 AS (write), w1 AS (write) last write`, parameters numbered on
-/// through the writes.
-async fn run_group(tx: &mut Transaction<'_, Any>, parts: Vec<Part>) -> Result<(), sqlx::Error> {
-    let Some(last) = parts.len().checked_sub(1) else {
-        return Ok(());
+/// through the writes; with `then`, every write is a CTE and `then` the main query, whose
+/// rows are returned.
+async fn run_group(
+    tx: &mut Transaction<'_, Any>,
+    parts: Vec<Part>,
+    then: Option<Then>,
+) -> Result<Vec<AnyRow>, sqlx::Error> {
+    if parts.is_empty() && then.is_none() {
+        return Ok(Vec::new());
+    }
+    // The index of the part that is the main statement, if a write is.
+    let main = if then.is_some() {
+        None
+    } else {
+        parts.len().checked_sub(1)
     };
     let mut sql = String::new();
     let mut first_param = 1;
     for (i, part) in parts.iter().enumerate() {
-        if i < last {
+        if Some(i) != main {
             sql.push_str(if i == 0 { "WITH " } else { ", " });
             sql.push_str(&format!("w{i} AS ("));
-        } else if last > 0 {
+        } else if i > 0 {
             sql.push(' ');
         }
         sql.push_str(part.head);
@@ -176,22 +235,24 @@ async fn run_group(tx: &mut Transaction<'_, Any>, parts: Vec<Part>) -> Result<()
             part.cols,
         );
         sql.push_str(part.tail);
-        if i < last {
+        if Some(i) != main {
             sql.push(')');
         }
         first_param += part.params();
     }
-    let mut q = sqlx::query(&sql);
-    for part in parts {
-        for row in part.rows {
-            for v in row {
-                q = match v {
-                    Val::Text(t) => q.bind(t),
-                    Val::Int(i) => q.bind(i),
-                };
-            }
+    let mut binds: Vec<Vec<Val>> = parts.into_iter().flat_map(|p| p.rows).collect();
+    if let Some(then) = then {
+        if !sql.is_empty() {
+            sql.push(' ');
         }
+        sql.push_str(&(then.sql)(Backend::Postgres, first_param));
+        binds.push(then.binds);
+        return bind_rows(sqlx::query(&sql), binds)
+            .fetch_all(&mut **tx)
+            .await;
     }
-    q.execute(&mut **tx).await?;
-    Ok(())
+    bind_rows(sqlx::query(&sql), binds)
+        .execute(&mut **tx)
+        .await?;
+    Ok(Vec::new())
 }
