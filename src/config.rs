@@ -310,6 +310,13 @@ pub struct ProcessorSettings {
     pub enabled: bool,
     pub workers: usize,
     pub claim_batch: i64,
+    /// PostgreSQL, while claims come back full (a backlog): every claim takes up to
+    /// `backlog_claim_batch` events (cheaper per event), and while receivers keep
+    /// announcing new events only this many workers claim, so a burst leaves the receiver
+    /// its share of the database's CPU (`worker::Rounds`). Ignored on SQLite, whose one
+    /// writer runs every claim anyway.
+    pub backlog_workers: usize,
+    pub backlog_claim_batch: i64,
     /// Events committed together (group commit: one fsync for many events). Unset: the
     /// whole claim, on both databases (set-based batches lock their orders in one sorted
     /// order, so concurrent workers on PostgreSQL do not deadlock).
@@ -717,6 +724,8 @@ impl Default for Settings {
                 enabled: true,
                 workers: 4,
                 claim_batch: 32,
+                backlog_workers: 2,
+                backlog_claim_batch: 128,
                 events_per_transaction: None,
                 set_based: true,
                 poll_interval_ms: 1_000,
@@ -840,8 +849,12 @@ impl Settings {
             "commands.confirm_within_secs must be at least 1"
         );
         anyhow::ensure!(
-            self.processor.claim_batch >= 1 && self.processor.events_per_transaction != Some(0),
-            "processor.claim_batch and processor.events_per_transaction must be at least 1"
+            self.processor.claim_batch >= 1
+                && self.processor.events_per_transaction != Some(0)
+                && self.processor.backlog_workers >= 1
+                && self.processor.backlog_claim_batch >= 1,
+            "processor.claim_batch, processor.backlog_workers, processor.backlog_claim_batch and \
+             processor.events_per_transaction must be at least 1"
         );
         anyhow::ensure!(
             (1..=MAX_RECEIPT_BATCH).contains(&self.receiver.max_batch),

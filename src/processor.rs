@@ -37,7 +37,17 @@ pub struct Processor {
     conflicts: std::sync::atomic::AtomicU64,
     /// Wake-ups of a live stream coalesced into larger claims.
     gather: crate::worker::Gather,
+    /// How many workers claim, and how much, while there is a backlog.
+    rounds: crate::worker::Rounds,
+    /// The most events one claim took (tests read it).
+    largest_claim: std::sync::atomic::AtomicUsize,
+    /// When a receiver last announced new events (ms since the epoch; PostgreSQL's NOTIFY).
+    last_arrival_ms: std::sync::atomic::AtomicI64,
 }
+
+/// Events announced within this long count as still arriving: a receiver is at work, and
+/// a backlog is shared with it (`worker::Rounds`).
+const ARRIVING_WITHIN_MS: i64 = 100;
 
 /// What must wait for the commit of a processing transaction.
 #[derive(Default)]
@@ -144,6 +154,19 @@ pub struct ProcessorParts {
 impl Processor {
     pub fn new(db: Db, parts: ProcessorParts) -> Self {
         let gather = crate::worker::Gather::new(Duration::from_millis(parts.settings.linger_ms));
+        let rounds = match db.backend {
+            crate::store::Backend::Postgres => crate::worker::Rounds::new(
+                parts.settings.claim_batch,
+                parts.settings.backlog_workers,
+                parts.settings.backlog_claim_batch,
+            ),
+            // One writer: every claim waits its turn there, whoever makes it.
+            crate::store::Backend::Sqlite => crate::worker::Rounds::new(
+                parts.settings.claim_batch,
+                parts.settings.workers,
+                parts.settings.claim_batch,
+            ),
+        };
         Processor {
             db,
             providers: parts.providers,
@@ -156,7 +179,33 @@ impl Processor {
             fallbacks: Default::default(),
             conflicts: Default::default(),
             gather,
+            rounds,
+            largest_claim: Default::default(),
+            last_arrival_ms: Default::default(),
         }
+    }
+
+    /// A receiver (in this process or another) stored new events: wake a worker, and note
+    /// that events are arriving.
+    pub fn events_arrived(&self) {
+        self.last_arrival_ms
+            .store(now_ms(), std::sync::atomic::Ordering::Relaxed);
+        self.wake.notify_one();
+    }
+
+    /// Whether a receiver announced events within `ARRIVING_WITHIN_MS`.
+    fn events_arriving(&self) -> bool {
+        now_ms()
+            - self
+                .last_arrival_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
+            < ARRIVING_WITHIN_MS
+    }
+
+    /// The most events one claim took.
+    pub fn largest_claim(&self) -> usize {
+        self.largest_claim
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many set-based batches fell back to one event at a time.
@@ -170,9 +219,29 @@ impl Processor {
     }
 
     /// Claims one batch and handles it. Returns how many events were claimed.
+    /// Returns 0 without claiming while enough other workers are on a backlog.
     pub async fn run_once(&self, shutdown: &CancellationToken) -> anyhow::Result<usize> {
-        if self.one_commit_batches() && !shutdown.is_cancelled() {
-            match self.claim_and_apply().await {
+        match self
+            .rounds
+            .start(self.gather.backlogged(), self.events_arriving())
+        {
+            Some(round) => self.run_round(round.limit, shutdown).await,
+            // Enough workers are on the backlog; this one waits for a wake-up.
+            None => Ok(0),
+        }
+    }
+
+    /// One claim of up to `limit` events, handled. Returns how many were claimed.
+    async fn run_round(&self, limit: i64, shutdown: &CancellationToken) -> anyhow::Result<usize> {
+        let claimed = self.claim_round(limit, shutdown).await?;
+        self.largest_claim
+            .fetch_max(claimed, std::sync::atomic::Ordering::Relaxed);
+        Ok(claimed)
+    }
+
+    async fn claim_round(&self, limit: i64, shutdown: &CancellationToken) -> anyhow::Result<usize> {
+        if self.one_commit_batches(limit) && !shutdown.is_cancelled() {
+            match self.claim_and_apply(limit).await {
                 Ok(claimed) => return Ok(claimed),
                 Err(error) => info!(
                     error = format!("{error:#}"),
@@ -182,16 +251,11 @@ impl Processor {
             }
         }
         let now = now_ms();
-        let claims = inbox::claim(
-            &self.db,
-            now,
-            now + self.settings.lease_secs * 1000,
-            self.settings.claim_batch,
-        )
-        .await?;
-        crate::worker::recruit_if_full(&self.wake, claims.len(), self.settings.claim_batch);
-        self.gather.claimed(claims.len(), self.settings.claim_batch);
-        for group in claims.chunks(self.events_per_transaction()) {
+        let claims =
+            inbox::claim(&self.db, now, now + self.settings.lease_secs * 1000, limit).await?;
+        crate::worker::recruit_if_full(&self.wake, claims.len(), limit);
+        self.gather.claimed(claims.len(), limit);
+        for group in claims.chunks(self.events_per_transaction(limit)) {
             // A single event goes set-based too: the per-event path takes its effect key
             // before the order's lock, the set-based one the order's lock first, and a
             // worker of each on one order deadlocked (PostgreSQL, property_db, 2 of 3 runs).
@@ -217,10 +281,9 @@ impl Processor {
     /// (one writer) the claim is the usual lease, written and filed in one transaction; on
     /// PostgreSQL it is `inbox::claim_locked`, which writes nothing and holds the rows with
     /// advisory locks (see there why not row locks).
-    fn one_commit_batches(&self) -> bool {
+    fn one_commit_batches(&self, limit: i64) -> bool {
         self.settings.set_based
-            && self.events_per_transaction()
-                >= usize::try_from(self.settings.claim_batch).unwrap_or(1)
+            && self.events_per_transaction(limit) >= usize::try_from(limit).unwrap_or(1)
     }
 
     /// The common case in one commit: claim a batch, apply it set-based and file every
@@ -230,13 +293,10 @@ impl Processor {
     /// than leased. Anything unusual (a fallback, a fence, an error) rolls all of it back,
     /// the claim included, and `run_once` takes the step-by-step path, which handles each.
     /// Returns how many events were claimed and applied.
-    pub async fn claim_and_apply(&self) -> anyhow::Result<usize> {
+    pub async fn claim_and_apply(&self, limit: i64) -> anyhow::Result<usize> {
         let mut conn = self.db.writer().acquire().await?;
         let mut tx = conn.begin().await?;
-        let applied = match self
-            .claim_and_apply_in(&mut tx, self.settings.claim_batch)
-            .await
-        {
+        let applied = match self.claim_and_apply_in(&mut tx, limit).await {
             Ok(applied) => applied,
             Err(error) => {
                 // At once, not when the pool next hands the connection out: until then the
@@ -249,8 +309,8 @@ impl Processor {
             tx.rollback().await?;
             return Ok(0);
         };
-        crate::worker::recruit_if_full(&self.wake, claimed, self.settings.claim_batch);
-        self.gather.claimed(claimed, self.settings.claim_batch);
+        crate::worker::recruit_if_full(&self.wake, claimed, limit);
+        self.gather.claimed(claimed, limit);
         crate::store::commit_checked(tx).await?;
         self.after_commit(after);
         Ok(claimed)
@@ -298,7 +358,7 @@ impl Processor {
     pub fn applies_with_receipts(&self) -> bool {
         self.settings.apply_with_receipts
             && self.db.backend == crate::store::Backend::Sqlite
-            && self.one_commit_batches()
+            && self.one_commit_batches(self.settings.claim_batch)
     }
 
     /// SQLite: applies the oldest due events, up to the larger of a claim and `received`
@@ -375,12 +435,12 @@ impl Processor {
             .map_err(batch::BatchError::Db)
     }
 
-    fn events_per_transaction(&self) -> usize {
+    fn events_per_transaction(&self, limit: i64) -> usize {
         // The whole claim on both databases: set-based batches lock their orders in one
         // sorted order, so concurrent workers on PostgreSQL cannot deadlock each other.
         let n = match self.settings.events_per_transaction {
             Some(n) => n,
-            None => usize::try_from(self.settings.claim_batch).unwrap_or(1),
+            None => usize::try_from(limit).unwrap_or(1),
         };
         n.max(1)
     }
@@ -639,7 +699,16 @@ impl Processor {
         let never = CancellationToken::new();
         let mut total = 0;
         loop {
-            match self.run_once(&never).await? {
+            // While other callers of this processor are on a backlog, wait for a turn
+            // rather than stop early: this returns only when a claim found nothing due.
+            let Some(round) = self
+                .rounds
+                .start(self.gather.backlogged(), self.events_arriving())
+            else {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
+            };
+            match self.run_round(round.limit, &never).await? {
                 0 => return Ok(total),
                 n => total += n,
             }
@@ -862,7 +931,7 @@ impl Processor {
 /// Relays PostgreSQL NOTIFY wake-ups (sent by receivers in any process) to local workers.
 pub fn spawn_pg_listener(
     url: String,
-    wake: Arc<Notify>,
+    processor: Arc<Processor>,
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -884,7 +953,7 @@ pub fn spawn_pg_listener(
             loop {
                 tokio::select! {
                     n = listener.recv() => match n {
-                        Ok(_) => wake.notify_one(),
+                        Ok(_) => processor.events_arrived(),
                         Err(error) => { warn!(%error, "LISTEN connection lost"); break; }
                     },
                     _ = shutdown.cancelled() => return,

@@ -246,7 +246,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         if db.backend == Backend::Postgres {
             background.push(spawn_pg_listener(
                 db.url().to_string(),
-                wake.clone(),
+                processor.clone(),
                 shutdown.clone(),
             ));
         }

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
@@ -59,10 +59,15 @@ impl Gather {
         }
     }
 
-    /// Notes how many items a claim took: a full claim means a backlog.
+    /// Notes how many items a claim of `claim_batch` took: a full claim means a backlog.
     pub fn claimed(&self, claimed: usize, claim_batch: i64) {
         self.backlogged
             .store(claimed as i64 >= claim_batch, Ordering::Relaxed);
+    }
+
+    /// Whether the last claim came back full.
+    pub fn backlogged(&self) -> bool {
+        self.backlogged.load(Ordering::Relaxed)
     }
 
     /// After a wake-up: waits out the linger and returns true (claim now), or returns
@@ -80,6 +85,65 @@ impl Gather {
         }
         self.gathering.store(false, Ordering::Release);
         true
+    }
+}
+
+/// How many workers claim, and how much, while claims come back full (a backlog). Every
+/// worker then claims a larger batch, cheaper per event. While events also keep arriving,
+/// only a few of them claim: every worker claiming at once takes the database's CPU from
+/// the receiver beside it (on two cores, four PostgreSQL sessions of the processor against
+/// the receipt writer's one), and a burst is then acknowledged slower than the inbox could
+/// take it. Without a backlog (claims come back partial) every worker claims the usual
+/// batch, so a live stream keeps all of them for its latency; once the receiver is quiet,
+/// every worker drains the backlog. Measured in BENCHMARKS.md (issue 18).
+#[derive(Debug)]
+pub struct Rounds {
+    usual_batch: i64,
+    backlog_workers: usize,
+    backlog_batch: i64,
+    claiming: AtomicUsize,
+}
+
+/// A worker's claim in progress; it ends when dropped.
+#[derive(Debug)]
+pub struct Round<'a> {
+    rounds: &'a Rounds,
+    /// How many items this claim may take.
+    pub limit: i64,
+}
+
+impl Drop for Round<'_> {
+    fn drop(&mut self) {
+        self.rounds.claiming.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Rounds {
+    pub fn new(usual_batch: i64, backlog_workers: usize, backlog_batch: i64) -> Self {
+        Rounds {
+            usual_batch: usual_batch.max(1),
+            backlog_workers: backlog_workers.max(1),
+            backlog_batch: backlog_batch.max(1),
+            claiming: AtomicUsize::new(0),
+        }
+    }
+
+    /// A worker about to claim: its claim's size, or `None` while `backlogged`, events are
+    /// `arriving` and enough workers claim already (stay idle until woken).
+    pub fn start(&self, backlogged: bool, arriving: bool) -> Option<Round<'_>> {
+        let before = self.claiming.fetch_add(1, Ordering::AcqRel);
+        if backlogged && arriving && before >= self.backlog_workers {
+            self.claiming.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Round {
+            rounds: self,
+            limit: if backlogged {
+                self.backlog_batch
+            } else {
+                self.usual_batch
+            },
+        })
     }
 }
 
@@ -133,7 +197,34 @@ pub async fn run_gathering_loop<F, Fut>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn with_a_backlog_only_the_backlog_workers_claim_and_they_claim_more() {
+        let rounds = Rounds::new(32, 2, 128);
+        // No backlog: every worker claims the usual batch, events arriving or not.
+        let usual: Vec<Round> = (0..4).map(|_| rounds.start(false, true).unwrap()).collect();
+        assert!(usual.iter().all(|r| r.limit == 32));
+        drop(usual);
+        // A backlog while events arrive: two claim, larger batches; a third stays idle
+        // until one ends.
+        let first = rounds.start(true, true).unwrap();
+        let second = rounds.start(true, true).unwrap();
+        assert_eq!((first.limit, second.limit), (128, 128));
+        assert!(rounds.start(true, true).is_none());
+        drop(first);
+        let third = rounds.start(true, true).expect("a slot came free");
+        assert_eq!(third.limit, 128);
+        assert!(rounds.start(true, true).is_none());
+        // The receiver quiet: every worker drains the backlog, in larger batches.
+        let fourth = rounds.start(true, false).expect("nothing arriving");
+        assert_eq!(fourth.limit, 128);
+        drop((second, third, fourth));
+        // Workers still busy with usual claims when a backlog shows count against it.
+        let busy: Vec<Round> = (0..3).map(|_| rounds.start(false, true).unwrap()).collect();
+        assert!(rounds.start(true, true).is_none(), "three claim already");
+        drop(busy);
+        assert_eq!(rounds.start(true, true).unwrap().limit, 128);
+    }
 
     #[tokio::test]
     async fn a_wake_up_ends_the_idle_wait_and_shutdown_ends_the_loop() {

@@ -13,6 +13,7 @@ use serde_json::json;
 both!(
     independent_writes_share_statements_within_the_parameter_limit,
     writes_then_a_query_run_every_write_and_return_the_query_rows,
+    a_backlog_is_drained_in_larger_claims_by_fewer_workers_exactly_once,
     a_mixed_batch_in_one_transaction_equals_one_transaction_per_event,
     many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_event,
     a_fenced_claim_fails_the_set_based_batch_naming_it,
@@ -501,7 +502,7 @@ async fn a_batch_claimed_in_its_own_transaction_rolls_its_claim_back_on_failure(
     let row =
         |id: &str, status: &str, attempts: i64| (id.to_string(), status.to_string(), attempts);
     let processor = app.processor();
-    let error = processor.claim_and_apply().await.unwrap_err();
+    let error = processor.claim_and_apply(32).await.unwrap_err();
     assert!(
         format!("{error:#}").contains("refused for the test"),
         "{error:#}"
@@ -1003,7 +1004,7 @@ async fn a_one_commit_batch_files_each_event_with_one_write(kind: Kind) {
         assert_eq!(app.post_stripe(&event).await.status(), 200);
     }
     let processor = app.processor();
-    assert_eq!(processor.claim_and_apply().await.unwrap(), 4);
+    assert_eq!(processor.claim_and_apply(32).await.unwrap(), 4);
     let rows = sqlx::query_as::<_, (String, i64, Option<String>)>(
         "SELECT status, attempts, claimed_by FROM inbox_events ORDER BY id",
     )
@@ -1260,5 +1261,80 @@ async fn writes_then_a_query_run_every_write_and_return_the_query_rows(kind: Kin
             "{prefix}"
         );
     }
+    app.shutdown().await;
+}
+
+/// A backlog on PostgreSQL is drained by at most `processor.backlog_workers` workers in
+/// claims of `processor.backlog_claim_batch` (the receiver keeps its share of the CPU), and
+/// every event is still applied exactly once; SQLite keeps the usual claims. Four workers
+/// run as the server runs them, woken by nothing but their first round and the poll.
+async fn a_backlog_is_drained_in_larger_claims_by_fewer_workers_exactly_once(kind: Kind) {
+    let app = TestApp::spawn_with(kind, |s| {
+        configure(s, Mode::SetBased);
+        s.processor.workers = 4;
+        s.processor.claim_batch = 10;
+        s.processor.backlog_workers = 2;
+        s.processor.backlog_claim_batch = 50;
+        s.processor.poll_interval_ms = 20;
+    })
+    .await;
+    const EVENTS: usize = 300;
+    for o in 0..EVENTS {
+        let event = payment_intent_succeeded(
+            &format!("evt_b{o}"),
+            &format!("pi_b{o}"),
+            &format!("order-b{o}"),
+            100 + o as i64,
+            T10_00,
+        );
+        assert_eq!(app.post_stripe(&event).await.status(), 200);
+    }
+    let processor = std::sync::Arc::new(app.processor());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let workers = processor.clone().spawn_workers(shutdown.clone());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while app
+        .count("SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing')")
+        .await
+        > 0
+    {
+        assert!(std::time::Instant::now() < deadline, "backlog not drained");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    shutdown.cancel();
+    for w in workers {
+        w.await.unwrap();
+    }
+    let largest = processor.largest_claim();
+    match kind {
+        Kind::Postgres => assert_eq!(largest, 50, "the backlog went in backlog claims"),
+        Kind::Sqlite => assert_eq!(largest, 10, "SQLite keeps the usual claim"),
+    }
+    // Exactly once, money included: one effect, one ledger entry of the event's amount
+    // and two messages per event.
+    let expected_paid: i64 = (0..EVENTS as i64).map(|o| 100 + o).sum();
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM inbox_events WHERE status = 'applied'")
+            .await,
+        EVENTS as i64
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM processed_effects").await,
+        EVENTS as i64
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM order_ledger").await,
+        EVENTS as i64
+    );
+    assert_eq!(
+        app.count("SELECT CAST(COALESCE(SUM(amount_paid), 0) AS BIGINT) FROM orders WHERE status = 'paid'")
+            .await,
+        expected_paid
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM outbox").await,
+        2 * EVENTS as i64
+    );
+    assert_eq!(processor.batch_fallbacks(), 0);
     app.shutdown().await;
 }
