@@ -241,18 +241,22 @@ async fn run_group(
         first_param += part.params();
     }
     let mut binds: Vec<Vec<Val>> = parts.into_iter().flat_map(|p| p.rows).collect();
+    let returns = then.is_some();
     if let Some(then) = then {
         if !sql.is_empty() {
             sql.push(' ');
         }
         sql.push_str(&(then.sql)(Backend::Postgres, first_param));
         binds.push(then.binds);
-        return bind_rows(sqlx::query(&sql), binds)
-            .fetch_all(&mut **tx)
-            .await;
     }
-    bind_rows(sqlx::query(&sql), binds)
-        .execute(&mut **tx)
-        .await?;
+    // Not kept as a prepared statement: its text depends on the row count of every part,
+    // so it rarely repeats, and with backlog claims of 128 each connection's cache of up
+    // to 1,024 such texts (tens of KB each) raised the server's peak RSS from 86–91 MiB
+    // to 120–160 MiB (BENCHMARKS.md, issue 18).
+    let query = bind_rows(sqlx::query(&sql), binds).persistent(false);
+    if returns {
+        return query.fetch_all(&mut **tx).await;
+    }
+    query.execute(&mut **tx).await?;
     Ok(Vec::new())
 }
