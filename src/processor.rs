@@ -202,6 +202,12 @@ impl Processor {
             < ARRIVING_WITHIN_MS
     }
 
+    /// A worker's turn to claim, sized for the backlog and the receivers (`worker::Rounds`).
+    fn start_round(&self) -> Option<crate::worker::Round<'_>> {
+        self.rounds
+            .start(self.gather.backlogged(), self.events_arriving())
+    }
+
     /// The most events one claim took.
     pub fn largest_claim(&self) -> usize {
         self.largest_claim
@@ -221,10 +227,7 @@ impl Processor {
     /// Claims one batch and handles it. Returns how many events were claimed.
     /// Returns 0 without claiming while enough other workers are on a backlog.
     pub async fn run_once(&self, shutdown: &CancellationToken) -> anyhow::Result<usize> {
-        match self
-            .rounds
-            .start(self.gather.backlogged(), self.events_arriving())
-        {
+        match self.start_round() {
             Some(round) => self.run_round(round.limit, shutdown).await,
             // Enough workers are on the backlog; this one waits for a wake-up.
             None => Ok(0),
@@ -701,10 +704,7 @@ impl Processor {
         loop {
             // While other callers of this processor are on a backlog, wait for a turn
             // rather than stop early: this returns only when a claim found nothing due.
-            let Some(round) = self
-                .rounds
-                .start(self.gather.backlogged(), self.events_arriving())
-            else {
+            let Some(round) = self.start_round() else {
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 continue;
             };

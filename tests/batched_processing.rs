@@ -1165,22 +1165,37 @@ async fn a_claim_reads_the_head_of_a_backlog_not_all_of_it(kind: Kind) {
     app.shutdown().await;
 }
 
+/// `n` payment references `{prefix}{i}` of provider acme, each naming order `order-{prefix}{i}`.
+fn reference_rows(prefix: &str, n: usize) -> Vec<Vec<oncehook::store::values::Val>> {
+    (0..n)
+        .map(|i| {
+            vec![
+                "acme".into(),
+                format!("{prefix}{i}").into(),
+                format!("order-{prefix}{i}").into(),
+            ]
+        })
+        .collect()
+}
+
+/// Exactly the `n` references `reference_rows(prefix, n)` wrote are stored.
+async fn assert_references(app: &TestApp, prefix: &str, n: usize) {
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM payment_refs WHERE reference LIKE '{prefix}%' \
+             AND order_id = 'order-' || reference"
+        ))
+        .await,
+        n as i64,
+        "{prefix}"
+    );
+}
+
 /// `Writes` over parts that fit one statement together, one that must be split from the
 /// next, and one larger than the parameter limit alone: every row is written, once.
 async fn independent_writes_share_statements_within_the_parameter_limit(kind: Kind) {
-    use oncehook::store::values::{Val, Writes, MAX_PARAMS};
+    use oncehook::store::values::{Writes, MAX_PARAMS};
     let app = TestApp::spawn_with(kind, |s| s.processor.enabled = false).await;
-    let rows = |prefix: &str, n: usize| -> Vec<Vec<Val>> {
-        (0..n)
-            .map(|i| {
-                vec![
-                    "acme".into(),
-                    format!("{prefix}{i}").into(),
-                    format!("order-{prefix}{i}").into(),
-                ]
-            })
-            .collect()
-    };
     const HEAD: &str = "INSERT INTO payment_refs (provider, reference, order_id) VALUES ";
     let sizes = [
         ("a", 5),
@@ -1191,22 +1206,14 @@ async fn independent_writes_share_statements_within_the_parameter_limit(kind: Ki
     ];
     let mut writes = Writes::default();
     for (prefix, n) in sizes {
-        writes.push(HEAD, "", 3, rows(prefix, n));
+        writes.push(HEAD, "", 3, reference_rows(prefix, n));
     }
     writes.push(HEAD, "", 3, vec![]);
     let mut tx = app.db.writer().begin().await.unwrap();
     writes.run(&mut tx).await.unwrap();
     tx.commit().await.unwrap();
     for (prefix, n) in sizes {
-        assert_eq!(
-            app.count(&format!(
-                "SELECT COUNT(*) FROM payment_refs WHERE reference LIKE '{prefix}%' \
-                 AND order_id = 'order-' || reference"
-            ))
-            .await,
-            n as i64,
-            "{prefix}"
-        );
+        assert_references(&app, prefix, n).await;
     }
     app.shutdown().await;
 }
@@ -1215,7 +1222,7 @@ async fn independent_writes_share_statements_within_the_parameter_limit(kind: Ki
 /// rows with its parameters numbered after the writes' (on PostgreSQL the query is the
 /// writes' main query), also when the writes fill a statement and the query must go alone.
 async fn writes_then_a_query_run_every_write_and_return_the_query_rows(kind: Kind) {
-    use oncehook::store::values::{Then, Val, Writes, MAX_PARAMS};
+    use oncehook::store::values::{Then, Writes, MAX_PARAMS};
     use oncehook::store::{placeholder, Backend};
     use sqlx::Row;
     let app = TestApp::spawn_with(kind, |s| s.processor.enabled = false).await;
@@ -1233,17 +1240,8 @@ async fn writes_then_a_query_run_every_write_and_return_the_query_rows(kind: Kin
     // A few rows (the query joins their statement), then a full statement's worth (the
     // query goes alone), then none at all.
     for (prefix, n) in [("small", 4), ("full", MAX_PARAMS / 3), ("none", 0)] {
-        let rows: Vec<Vec<Val>> = (0..n)
-            .map(|i| {
-                vec![
-                    "acme".into(),
-                    format!("{prefix}{i}").into(),
-                    format!("order-{prefix}{i}").into(),
-                ]
-            })
-            .collect();
         let mut writes = Writes::default();
-        writes.push(HEAD, "", 3, rows);
+        writes.push(HEAD, "", 3, reference_rows(prefix, n));
         let mut tx = app.db.writer().begin().await.unwrap();
         let returned = writes.run_then(&mut tx, Some(then())).await.unwrap();
         tx.commit().await.unwrap();
@@ -1252,15 +1250,7 @@ async fn writes_then_a_query_run_every_write_and_return_the_query_rows(kind: Kin
             .map(|r| (r.try_get(0).unwrap(), r.try_get(1).unwrap()))
             .collect();
         assert_eq!(returned, vec![(42, "filed".to_string())], "{prefix}");
-        assert_eq!(
-            app.count(&format!(
-                "SELECT COUNT(*) FROM payment_refs WHERE reference LIKE '{prefix}%' \
-                 AND order_id = 'order-' || reference"
-            ))
-            .await,
-            n as i64,
-            "{prefix}"
-        );
+        assert_references(&app, prefix, n).await;
     }
     app.shutdown().await;
 }

@@ -314,7 +314,7 @@ fn order_row(row: &AnyRow) -> anyhow::Result<(String, OrderRow)> {
 /// plans once per connection: as one statement over a VALUES list it was planned on every
 /// batch, 0.35 ms a time, the largest planning cost of a live stream. The call is the main
 /// query of the writes' statement (`Writes::run_then`): one round trip for both.
-async fn file_inbox(
+async fn write_and_file(
     tx: &mut Transaction<'_, Any>,
     backend: Backend,
     writes: Writes,
@@ -1050,7 +1050,7 @@ pub async fn apply_batch(
     );
     // The inbox last, with the writes: a claim fenced off (another worker owns its row now)
     // undoes the whole batch.
-    let done = file_inbox(tx, backend, writes, &filed, now).await?;
+    let done = write_and_file(tx, backend, writes, &filed, now).await?;
     let fenced: Vec<i64> = filed
         .iter()
         .map(|f| f.0)
