@@ -59,6 +59,10 @@ async fn start(orders: usize, api: ApiFaults, target: Option<Target>) -> Running
 }
 
 fn client(url: &str) -> ApiClient {
+    client_with_attempts(url, 8)
+}
+
+fn client_with_attempts(url: &str, max_attempts: i64) -> ApiClient {
     ApiClient::new(&ProviderApiSettings {
         base: url.into(),
         key: Some(KEY.into()),
@@ -67,7 +71,7 @@ fn client(url: &str) -> ApiClient {
         retry: RetryPolicy {
             base_ms: 5,
             cap_ms: 50,
-            max_attempts: 8,
+            max_attempts,
             max_retry_after_ms: 2_000,
         },
     })
@@ -470,8 +474,10 @@ async fn rate_limits_and_server_errors_are_survived_by_the_client() {
     )
     .await;
     // Pages of 10: dozens of requests, so both faults occur (0.8^60 < 1e-5 that one never
-    // does), and every retried page still comes back whole.
-    let events = client(&flaky.url)
+    // does), and every retried page still comes back whole. A page fails an attempt with
+    // probability 0.4, so 8 attempts lost a page in about 4 % of runs (0.4^8 x 60+ pages);
+    // 20 attempts make that 1e-8 x 60.
+    let events = client_with_attempts(&flaky.url, 20)
         .event_pages(EventQuery {
             limit: Some(10),
             ..Default::default()
