@@ -285,6 +285,13 @@ pub enum LogFormat {
     Json,
 }
 
+/// The most events one claim may take (`processor.claim_batch`,
+/// `processor.backlog_claim_batch`). A claim is one transaction: every event in it waits
+/// for the whole batch's commit while its orders stay locked, and a deadlock or
+/// serialization failure retries all of it, so a mistyped 100000 would turn a backlog into
+/// multi-second transactions rather than a faster drain.
+pub const MAX_CLAIM_BATCH: i64 = 1_024;
+
 /// The most receipts one ingest commit may carry (`receiver.max_batch`).
 pub const MAX_RECEIPT_BATCH: usize = 2_048;
 
@@ -855,6 +862,13 @@ impl Settings {
                 && self.processor.backlog_claim_batch >= 1,
             "processor.claim_batch, processor.backlog_workers, processor.backlog_claim_batch and \
              processor.events_per_transaction must be at least 1"
+        );
+        anyhow::ensure!(
+            self.processor.claim_batch <= MAX_CLAIM_BATCH
+                && self.processor.backlog_claim_batch <= MAX_CLAIM_BATCH,
+            "processor.claim_batch and processor.backlog_claim_batch must be at most \
+             {MAX_CLAIM_BATCH} (a claim is one transaction: its events wait for its commit and \
+             a conflict retries all of it)"
         );
         anyhow::ensure!(
             (1..=MAX_RECEIPT_BATCH).contains(&self.receiver.max_batch),

@@ -386,6 +386,29 @@ fn a_receipt_batch_beyond_what_one_statement_can_bind_is_refused() {
 }
 
 #[test]
+fn a_claim_batch_outside_its_bounds_is_refused_naming_the_key() {
+    figment::Jail::expect_with(|_| {
+        for key in ["claim_batch", "backlog_claim_batch"] {
+            for refused in ["0", "1025", "100000"] {
+                let err = load(&format!("[processor]\n{key} = {refused}\n")).unwrap_err();
+                let text = format!("{err:#}");
+                assert!(
+                    text.contains(&format!("processor.{key}")),
+                    "{key} = {refused}: {text}"
+                );
+            }
+            let s = load(&format!("[processor]\n{key} = 1024\n")).unwrap();
+            let loaded = match key {
+                "claim_batch" => s.processor.claim_batch,
+                _ => s.processor.backlog_claim_batch,
+            };
+            assert_eq!(loaded, 1024);
+        }
+        Ok(())
+    });
+}
+
+#[test]
 fn sign_in_and_session_keys_load_from_a_file() {
     figment::Jail::expect_with(|_| {
         let s = load(

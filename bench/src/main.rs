@@ -94,7 +94,8 @@ pub struct BenchArgs {
     /// Probes of the capacity search at most [default: 7; 3 with --quick].
     #[arg(long)]
     pub capacity_probes: Option<usize>,
-    /// The capacity search's first rate, events/s [default: the processing step's rate, else 500].
+    /// The capacity search's first rate, events/s [default: half the same run's pgbench
+    /// ceiling at 64 clients, else the processing step's rate, else 500].
     #[arg(long)]
     pub capacity_start: Option<f64>,
     /// Inbox size for the dashboard step [default: 1000000; 50000 with --quick].
@@ -427,6 +428,15 @@ impl DbResults {
             .filter(|c| matches!(c.kind, CeilingKind::Ingest | CeilingKind::IngestRoundTrips))
             .map(|c| c.rate)
             .reduce(f64::max)
+    }
+
+    /// pgbench's one-event-per-transaction rate at 64 clients: the line the PostgreSQL
+    /// targets are drawn against.
+    pub fn pgbench_64(&self) -> Option<f64> {
+        self.ceilings
+            .iter()
+            .find(|c| c.kind == CeilingKind::Ingest && c.clients == 64)
+            .map(|c| c.rate)
     }
 
     pub fn processing_ceiling(&self) -> Option<&Ceiling> {
@@ -906,10 +916,14 @@ async fn bench_database(
     }
 
     if on(Step::Capacity) {
+        // With the same run's pgbench ceiling, the first probe is the target line (half of
+        // it), so the search confirms or refutes the target before it bisects.
         let start = ctx.capacity_start.unwrap_or_else(|| {
-            r.processing
-                .as_ref()
-                .map_or(500.0, |p| p.per_sec().max(50.0))
+            r.pgbench_64().map(|c| c / 2.0).unwrap_or_else(|| {
+                r.processing
+                    .as_ref()
+                    .map_or(500.0, |p| p.per_sec().max(50.0))
+            })
         });
         let mut search = capacity::Search::new(start, ctx.capacity_probes);
         while let Some(rate) = search.next_rate() {

@@ -532,11 +532,7 @@ fn render_issue_18_targets(o: &mut String, results: &[DbResults]) {
     let _ = writeln!(o, "| target | result |\n|---|---|");
     for r in results {
         let label = r.kind.label();
-        let pgbench_64 = r
-            .ceilings
-            .iter()
-            .find(|c| c.kind == CeilingKind::Ingest && c.clients == 64)
-            .map(|c| c.rate);
+        let pgbench_64 = r.pgbench_64();
         let (before, capacity_factor) = match r.kind {
             Kind::Postgres => (BEFORE_PROCESSING_POSTGRES, 3.0),
             Kind::Sqlite => (BEFORE_PROCESSING_SQLITE, 2.0),
