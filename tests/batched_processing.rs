@@ -720,10 +720,13 @@ async fn per_event_and_set_based_workers_on_the_same_orders_never_deadlock(kind:
 /// processor's statements many times over a growing table.
 async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Kind) {
     let app = TestApp::spawn_with(kind, |s| {
+        // Driven by the test (`drain`, then one large claim), not in the background.
+        s.processor.enabled = false;
         s.processor.claim_batch = 8;
         s.processor.workers = 1;
     })
     .await;
+    let processor = std::sync::Arc::new(app.processor());
     for n in 0..120 {
         let e = payment_intent_succeeded(
             &format!("evt_plan{n}"),
@@ -733,8 +736,11 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
             T10_00 + n,
         );
         assert_eq!(app.post_stripe(&e).await.status(), 200);
+        // A batch after every few receipts, as a live stream gives the workers.
+        if n % 3 == 2 {
+            drain(&app, std::slice::from_ref(&processor)).await;
+        }
     }
-    drain(&app, &[std::sync::Arc::new(app.processor())]).await;
     assert_eq!(
         app.count("SELECT COUNT(*) FROM orders WHERE status = 'paid'")
             .await,
@@ -778,13 +784,15 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
                 "no statement ran on a cached generic plan"
             );
             // The batch's independent writes (facts, ledger, outbox, references, orders)
-            // went as one statement (`store::values::Writes`, not kept prepared: its text
-            // rarely repeats), not one per table.
-            assert!(
-                !write.plans.keys().any(|k| k.starts_with("WITH w0")),
-                "{:?}",
-                write.plans.keys()
-            );
+            // went as one statement (`store::values::Writes`), not one per table; a live
+            // stream's small batches keep theirs prepared, planned afresh each time.
+            let group = write
+                .plans
+                .iter()
+                .find(|(k, _)| k.starts_with("WITH w0"))
+                .map(|(_, p)| *p)
+                .unwrap_or_else(|| panic!("no writes statement kept: {:?}", write.plans));
+            assert!(group.custom > 0 && group.generic == 0, "{group:?}");
             assert!(
                 !write.plans.contains_key("INSERT INTO order_ledger"),
                 "{:?}",
@@ -824,8 +832,41 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
                     receipts.count
                 );
             }
+            // A backlog's large claim runs its writes unprepared: no connection keeps a
+            // text with more parameters than `MAX_PREPARED_PARAMS` (each is tens of KB,
+            // one per combination of row counts).
+            for n in 0..100 {
+                let e = payment_intent_succeeded(
+                    &format!("evt_plan_big{n}"),
+                    &format!("pi_plan_big{n}"),
+                    &format!("order-plan-big{n}"),
+                    1000,
+                    T10_00 + 200 + n,
+                );
+                assert_eq!(app.post_stripe(&e).await.status(), 200);
+            }
+            let mut claims = Vec::new();
+            loop {
+                match processor.claim_and_apply(100).await.unwrap() {
+                    0 => break,
+                    n => claims.push(n),
+                }
+            }
+            assert_eq!(claims, [100]);
+            let write = app.db.write_sessions().await.unwrap();
+            let most = write.plans.values().map(|p| p.params).max().unwrap();
+            assert!(
+                most > 0 && most as usize <= oncehook::store::values::MAX_PREPARED_PARAMS,
+                "{most} parameters kept: {:?}",
+                write.plans
+            );
         }
     }
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM orders WHERE status = 'paid'")
+            .await,
+        if kind == Kind::Postgres { 220 } else { 120 }
+    );
     app.shutdown().await;
 }
 

@@ -87,6 +87,8 @@ pub struct Sessions {
 pub struct Plans {
     pub custom: i64,
     pub generic: i64,
+    /// The most parameters of a prepared statement starting with this text.
+    pub params: i64,
 }
 
 impl Sessions {
@@ -111,16 +113,18 @@ impl Sessions {
         .fetch_one(&mut *held[0])
         .await?;
         for conn in &mut held {
-            let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-                "SELECT substr(statement, 1, 24), custom_plans, generic_plans \
+            let rows: Vec<(String, i64, i64, i32)> = sqlx::query_as(
+                "SELECT substr(statement, 1, 24), custom_plans, generic_plans, \
+                 cardinality(parameter_types) \
                  FROM pg_prepared_statements WHERE cardinality(parameter_types) > 0",
             )
             .fetch_all(&mut **conn)
             .await?;
-            for (statement, custom, generic) in rows {
+            for (statement, custom, generic, params) in rows {
                 let seen = sessions.plans.entry(statement).or_default();
                 seen.custom += custom;
                 seen.generic += generic;
+                seen.params = seen.params.max(i64::from(params));
             }
         }
         Ok(sessions)
