@@ -113,14 +113,26 @@ fn cli(config: &std::path::Path, db: &TestDb, args: &[&str]) -> (bool, serde_jso
     (out.status.success(), json)
 }
 
-async fn until<F: std::future::Future<Output = bool>>(what: &str, mut f: impl FnMut() -> F) {
+/// Waits up to 120 s for `f`; on a timeout the panic carries the end of the server's log
+/// (`server`), so a failure in CI says what the server did.
+async fn until<F: std::future::Future<Output = bool>>(
+    what: &str,
+    server: &Binary,
+    mut f: impl FnMut() -> F,
+) {
     for _ in 0..1_200 {
         if f().await {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("timed out waiting for {what}");
+    let log = std::fs::read_to_string(server.dir.path().join("stderr.log")).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(80).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    panic!(
+        "timed out waiting for {what}; the server's log ends:\n{}",
+        tail.join("\n")
+    );
 }
 
 async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
@@ -179,7 +191,7 @@ async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
 
     let conn = db.connect().await;
     let first = serve(&db, dir, &config).await;
-    until("the run to save its checkpoint", || async {
+    until("the run to save its checkpoint", &first, || async {
         sqlx::query(
             "SELECT COUNT(*) FROM reconciliation_runs r JOIN reconciliation_checkpoints c \
              ON c.provider = r.provider WHERE r.status = 'running' AND r.events_compared >= 50 \
@@ -204,7 +216,7 @@ async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
     let dir = std::mem::replace(&mut first.dir, tempfile::tempdir().unwrap());
     drop(first);
     let second = serve(&db, dir, &config).await;
-    until("a run to succeed after the crash", || async {
+    until("a run to succeed after the crash", &second, || async {
         sqlx::query("SELECT COUNT(*) FROM reconciliation_runs WHERE status = 'succeeded'")
             .fetch_one(conn.reader())
             .await
@@ -226,7 +238,7 @@ async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
     // saving the position and the counts: a page either way).
     assert!(runs[1].1 < listed, "{runs:?} of {listed}");
     assert!(runs[0].1 + runs[1].1 + 10 >= listed, "{runs:?} of {listed}");
-    until("the processor to drain", || async {
+    until("the processor to drain", &second, || async {
         sqlx::query("SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing')")
             .fetch_one(conn.reader())
             .await
