@@ -430,14 +430,7 @@ async fn a_fenced_claim_fails_the_set_based_batch_naming_it(kind: Kind) {
     use sqlx::Connection;
     let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
     for o in 0..3 {
-        let event = payment_intent_succeeded(
-            &format!("evt_f{o}"),
-            &format!("pi_f{o}"),
-            &format!("order-f{o}"),
-            500,
-            T10_00,
-        );
-        assert_eq!(app.post_stripe(&event).await.status(), 200);
+        post_payment(&app, &format!("f{o}"), 500, T10_00).await;
     }
     let now = oncehook::store::now_ms();
     let claims = oncehook::store::inbox::claim(&app.db, now, now + 30_000, 10)
@@ -728,14 +721,7 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
     .await;
     let processor = std::sync::Arc::new(app.processor());
     for n in 0..120 {
-        let e = payment_intent_succeeded(
-            &format!("evt_plan{n}"),
-            &format!("pi_plan{n}"),
-            &format!("order-plan{n}"),
-            1000,
-            T10_00 + n,
-        );
-        assert_eq!(app.post_stripe(&e).await.status(), 200);
+        post_payment(&app, &format!("plan{n}"), 1000, T10_00 + n).await;
         // A batch after every few receipts, as a live stream gives the workers.
         if n % 3 == 2 {
             drain(&app, std::slice::from_ref(&processor)).await;
@@ -836,14 +822,7 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
             // text with more parameters than `MAX_PREPARED_PARAMS` (each is tens of KB,
             // one per combination of row counts).
             for n in 0..100 {
-                let e = payment_intent_succeeded(
-                    &format!("evt_plan_big{n}"),
-                    &format!("pi_plan_big{n}"),
-                    &format!("order-plan-big{n}"),
-                    1000,
-                    T10_00 + 200 + n,
-                );
-                assert_eq!(app.post_stripe(&e).await.status(), 200);
+                post_payment(&app, &format!("plan_big{n}"), 1000, T10_00 + 200 + n).await;
             }
             let mut claims = Vec::new();
             loop {
@@ -952,14 +931,7 @@ async fn locked_claims_hold_their_rows_for_their_transaction_only() {
     }
     let app = TestApp::spawn_with(Kind::Postgres, |s| configure(s, Mode::SetBased)).await;
     for o in 0..3 {
-        let event = payment_intent_succeeded(
-            &format!("evt_l{o}"),
-            &format!("pi_l{o}"),
-            &format!("order-l{o}"),
-            500,
-            T10_00,
-        );
-        assert_eq!(app.post_stripe(&event).await.status(), 200);
+        post_payment(&app, &format!("l{o}"), 500, T10_00).await;
     }
     let untouched = || async {
         sqlx::query_as::<_, (String, i64)>("SELECT status, attempts FROM inbox_events ORDER BY id")
@@ -1036,14 +1008,7 @@ async fn locked_claims_hold_their_rows_for_their_transaction_only() {
 async fn a_one_commit_batch_files_each_event_with_one_write(kind: Kind) {
     let app = TestApp::spawn_with(kind, |s| configure(s, Mode::SetBased)).await;
     for o in 0..4 {
-        let event = payment_intent_succeeded(
-            &format!("evt_w{o}"),
-            &format!("pi_w{o}"),
-            &format!("order-w{o}"),
-            700,
-            T10_00,
-        );
-        assert_eq!(app.post_stripe(&event).await.status(), 200);
+        post_payment(&app, &format!("w{o}"), 700, T10_00).await;
     }
     let processor = app.processor();
     assert_eq!(processor.claim_and_apply(32).await.unwrap(), 4);
@@ -1207,6 +1172,19 @@ async fn a_claim_reads_the_head_of_a_backlog_not_all_of_it(kind: Kind) {
 }
 
 /// `n` payment references `{prefix}{i}` of provider acme, each naming order `order-{prefix}{i}`.
+/// Posts a `payment_intent.succeeded` of order `order-{tag}` (event `evt_{tag}`, payment
+/// `pi_{tag}`) through the Stripe route, which must take it.
+async fn post_payment(app: &TestApp, tag: &str, amount: i64, at: i64) {
+    let event = payment_intent_succeeded(
+        &format!("evt_{tag}"),
+        &format!("pi_{tag}"),
+        &format!("order-{tag}"),
+        amount,
+        at,
+    );
+    assert_eq!(app.post_stripe(&event).await.status(), 200);
+}
+
 fn reference_rows(prefix: &str, n: usize) -> Vec<Vec<oncehook::store::values::Val>> {
     (0..n)
         .map(|i| {
@@ -1312,14 +1290,7 @@ async fn a_backlog_is_drained_in_larger_claims_by_fewer_workers_exactly_once(kin
     .await;
     const EVENTS: usize = 300;
     for o in 0..EVENTS {
-        let event = payment_intent_succeeded(
-            &format!("evt_b{o}"),
-            &format!("pi_b{o}"),
-            &format!("order-b{o}"),
-            100 + o as i64,
-            T10_00,
-        );
-        assert_eq!(app.post_stripe(&event).await.status(), 200);
+        post_payment(&app, &format!("b{o}"), 100 + o as i64, T10_00).await;
     }
     let processor = std::sync::Arc::new(app.processor());
     let shutdown = tokio_util::sync::CancellationToken::new();

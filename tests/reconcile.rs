@@ -688,11 +688,12 @@ fn reconcile_keys_load_from_toml() {
     let file = dir.path().join("oncehook.toml");
     std::fs::write(
         &file,
-        "[reconcile]\ninterval = \"5m\"\nauto_fix = false\noverlap_secs = 60\n",
+        "[reconcile]\ninterval = \"5m\"\nauto_fix = false\noverlap_secs = 60\nretry_secs = 15\n",
     )
     .unwrap();
     let s = Settings::load(Some(&file), &Default::default()).unwrap();
     assert_eq!(s.reconcile.interval.0, Duration::from_secs(300));
+    assert_eq!(s.reconcile.retry_secs, 15);
     assert!(!s.reconcile.auto_fix);
     assert_eq!(s.reconcile.overlap_secs, 60);
     std::fs::write(&file, "[reconcile]\ninterval = \"5 weeks\"\n").unwrap();
@@ -707,6 +708,12 @@ fn reconcile_keys_load_from_toml() {
         .unwrap()
         .to_string();
     assert!(e.contains("reconcile.page_size"), "{e}");
+    std::fs::write(&file, "[reconcile]\nretry_secs = 0\n").unwrap();
+    let e = Settings::load(Some(&file), &Default::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("reconcile.retry_secs"), "{e}");
 }
 
 /// The `/reconciliation` page as people use it, with and without JavaScript (forms posted

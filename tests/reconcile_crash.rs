@@ -19,7 +19,8 @@ use sqlx::Row;
 
 const KEY: &str = "sk_test_crashKEY0123456789";
 
-fn config(dir: &std::path::Path, api: &str) -> std::path::PathBuf {
+/// `extra` goes into `[reconcile]`.
+fn config(dir: &std::path::Path, api: &str, extra: &str) -> std::path::PathBuf {
     let file = dir.join("oncehook.toml");
     std::fs::write(
         &file,
@@ -31,6 +32,7 @@ interval = "1h"
 page_size = 10
 lease_secs = 2
 settle_secs = 30
+{extra}
 
 # A refund or dispute fetched before its payment waits for it (the events pass reads newest
 # first): retries outlast the crash and the takeover.
@@ -135,15 +137,14 @@ async fn until<F: std::future::Future<Output = bool>>(
     );
 }
 
-async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let api = format!("http://{}", listener.local_addr().unwrap());
+/// A seeded chaos history of `orders` orders of which nothing was delivered: every event
+/// is one the reconciler must fetch.
+async fn simulation(orders: usize) -> Arc<Simulation> {
     let mut scenario = Scenario::builtin("chaos").unwrap();
     scenario.api = ApiFaults::default();
-    // Nothing is delivered: every event is one the reconciler must fetch.
     let sim = Simulation::new(SimOptions {
         seed: 11,
-        orders: 60,
+        orders,
         duration: Duration::ZERO,
         scenario_name: "chaos".into(),
         scenario,
@@ -155,17 +156,28 @@ async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
     .await
     .unwrap();
     sim.run(&|_, _| {}).await.unwrap();
-    let sim = Arc::new(sim);
+    Arc::new(sim)
+}
+
+/// The simulator's provider API on `listener`, until the test ends.
+fn serve_api(sim: &Simulation, listener: tokio::net::TcpListener) {
     tokio::spawn(oncehook::simulator::serve_api(
         sim.shared.clone(),
         listener,
         std::future::pending(),
     ));
+}
+
+async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api = format!("http://{}", listener.local_addr().unwrap());
+    let sim = simulation(60).await;
+    serve_api(&sim, listener);
     let truth = sim.truth().await.unwrap();
 
     let db = TestDb::new(kind).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &api);
+    let config = config(dir.path(), &api, "");
     // The database exists once a server migrated it; the CLI migrates too.
     let (ok, dry) = cli(&config, &db, &["--dry-run", "--provider", "stripe"]);
     assert!(ok, "{dry}");
@@ -224,13 +236,13 @@ async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
             .unwrap_or(false)
     })
     .await;
-    let runs: Vec<(String, i64)> =
-        sqlx::query("SELECT status, events_compared FROM reconciliation_runs ORDER BY id")
+    let runs: Vec<(String, i64, Option<String>)> =
+        sqlx::query("SELECT status, events_compared, error FROM reconciliation_runs ORDER BY id")
             .fetch_all(conn.reader())
             .await
             .unwrap()
             .iter()
-            .map(|r| (r.get(0), r.get(1)))
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect();
     assert_eq!(runs[0].0, "interrupted", "{runs:?}");
     assert_eq!(runs[1].0, "succeeded", "{runs:?}");
@@ -288,4 +300,73 @@ async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
     second.stop();
 }
 
-both!(killed_mid_run_resumes_from_the_checkpoint);
+/// The provider's API is down when `serve`'s scheduled run starts (nothing listens on its
+/// port): that run fails, and the job tries again after `retry_secs`, backing off, instead
+/// of an hour later (`interval`); once the API answers, a run succeeds.
+async fn a_failed_scheduled_run_is_tried_again_before_the_interval(kind: Kind) {
+    let port = free_port();
+    let api = format!("http://127.0.0.1:{port}");
+    let sim = simulation(5).await;
+    let db = TestDb::new(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &api, "retry_secs = 1");
+    let server = serve(&db, dir, &config).await;
+    let conn = db.connect().await;
+    let count = |status: &'static str| {
+        let conn = &conn;
+        async move {
+            sqlx::query("SELECT COUNT(*) FROM reconciliation_runs WHERE status = $1")
+                .bind(status)
+                .fetch_one(conn.reader())
+                .await
+                .map(|r| r.get::<i64, _>(0))
+                .unwrap_or(0)
+        }
+    };
+    until("a run to fail while the API is down", &server, || async {
+        count("failed").await >= 2
+    })
+    .await;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    serve_api(&sim, listener);
+    until("a run to succeed once the API is up", &server, || async {
+        count("succeeded").await > 0
+    })
+    .await;
+    let runs: Vec<(String, Option<String>, i64, i64)> = sqlx::query(
+        "SELECT status, error, started_at, COALESCE(finished_at, 0) FROM reconciliation_runs \
+         ORDER BY id",
+    )
+    .fetch_all(conn.reader())
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+    .collect();
+    let (last, failed) = runs.split_last().unwrap();
+    assert_eq!(last.0, "succeeded", "{runs:?}");
+    assert!(failed.len() >= 2, "{runs:?}");
+    assert!(failed.iter().all(|r| r.0 == "failed"), "{runs:?}");
+    // The reason names the unreachable API.
+    let reason = failed[0].1.as_deref().unwrap_or_default();
+    assert!(
+        reason.contains("127.0.0.1") || reason.contains("connect"),
+        "{reason}"
+    );
+    // Each retry waited at least its step (1 s, then 2 s, ...): no tight loop.
+    for (i, pair) in failed.windows(2).enumerate() {
+        let waited = pair[1].2 - pair[0].3;
+        assert!(
+            waited >= 1_000 << i,
+            "retry {i} after {waited} ms: {runs:?}"
+        );
+    }
+    server.stop();
+}
+
+both!(
+    killed_mid_run_resumes_from_the_checkpoint,
+    a_failed_scheduled_run_is_tried_again_before_the_interval
+);

@@ -1,7 +1,8 @@
 //! The periodic run in `serve` (`reconcile.interval`): each provider with an API key is
 //! reconciled when its newest run is older than the interval, or when that run is still
 //! marked running (its process died: the new run takes the lease once it expires and
-//! resumes from the checkpoint). Instances sharing a database take turns through the lease.
+//! resumes from the checkpoint), or soon after a run that failed (`reconcile.retry_secs`,
+//! backing off). Instances sharing a database take turns through the lease.
 
 use std::time::Duration;
 
@@ -9,21 +10,48 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{NotStarted, Options, Reconciler};
-use crate::store::{now_ms, reconcile as store};
+use super::{NotStarted, Options, ReconcileSettings, Reconciler};
+use crate::store::now_ms;
+use crate::store::reconcile::{self as store, RunRow};
 
 /// How often an instance looks whether a run is due (at most).
 const RECHECK: Duration = Duration::from_secs(10);
 
 /// Whether `provider` is due now.
 pub async fn due(r: &Reconciler, provider: &str, now: i64) -> anyhow::Result<bool> {
-    let interval_ms = r.settings.reconcile.interval.0.as_millis() as i64;
-    let last = store::newest_full_run(&r.db, provider).await?;
-    Ok(match last.as_ref() {
-        None => true,
-        Some(run) if run.status == "running" => true,
-        Some(run) => run.started_at + interval_ms <= now,
-    })
+    let recent = store::newest_full_runs(&r.db, provider, FAILURES_COUNTED).await?;
+    Ok(next_run_at(&recent, &r.settings.reconcile) <= now)
+}
+
+/// Failures in a row past this many no longer lengthen the wait (it has reached the
+/// interval long before: 60 s × 2^15).
+const FAILURES_COUNTED: i64 = 16;
+
+/// When the next scheduled run is due (Unix ms), from the newest full runs, newest first:
+/// at once without a run or while one is marked running (its process died: the new run
+/// takes the lease once it expires); an interval after a success began; after a run that
+/// failed or was interrupted, `retry_secs` after it ended, doubled for each such run in a
+/// row, but never later than an interval after it ended.
+pub fn next_run_at(recent: &[RunRow], settings: &ReconcileSettings) -> i64 {
+    let interval_ms = settings.interval.0.as_millis() as i64;
+    let Some(newest) = recent.first() else {
+        return i64::MIN;
+    };
+    match newest.status.as_str() {
+        "running" => i64::MIN,
+        "succeeded" => newest.started_at + interval_ms,
+        _ => {
+            let in_a_row = recent
+                .iter()
+                .take_while(|run| matches!(run.status.as_str(), "failed" | "interrupted"))
+                .count() as u32;
+            let retry_ms = (settings.retry_secs as i64).saturating_mul(1_000);
+            let wait = retry_ms
+                .saturating_mul(1_i64 << in_a_row.saturating_sub(1).min(30))
+                .min(interval_ms);
+            newest.finished_at.unwrap_or(newest.updated_at) + wait
+        }
+    }
 }
 
 /// `None` when the job is off (`reconcile.interval = "0"`) or no provider has an API key.
@@ -89,4 +117,94 @@ pub fn spawn(r: Reconciler, shutdown: CancellationToken) -> Option<JoinHandle<()
             }
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::Interval;
+
+    fn run(id: i64, status: &str, started_at: i64, finished_at: Option<i64>) -> RunRow {
+        RunRow {
+            id,
+            provider: "stripe".into(),
+            source: "serve".into(),
+            status: status.into(),
+            dry_run: false,
+            since_s: 0,
+            events_compared: 0,
+            objects_compared: 0,
+            api_calls: 0,
+            diffs_found: 0,
+            fixed: 0,
+            error: None,
+            started_at,
+            updated_at: finished_at.unwrap_or(started_at),
+            finished_at,
+        }
+    }
+
+    fn hourly() -> ReconcileSettings {
+        ReconcileSettings {
+            interval: Interval::parse("1h").unwrap(),
+            retry_secs: 60,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn without_a_run_or_with_one_marked_running_it_is_due_at_once() {
+        assert_eq!(next_run_at(&[], &hourly()), i64::MIN);
+        let died = [
+            run(2, "running", 5_000, None),
+            run(1, "failed", 0, Some(10)),
+        ];
+        assert_eq!(next_run_at(&died, &hourly()), i64::MIN);
+    }
+
+    #[test]
+    fn a_success_waits_an_interval_from_its_start() {
+        let ok = [
+            run(3, "succeeded", 10_000, Some(70_000)),
+            run(2, "failed", 0, Some(5)),
+        ];
+        assert_eq!(next_run_at(&ok, &hourly()), 10_000 + 3_600_000);
+    }
+
+    #[test]
+    fn failures_in_a_row_back_off_from_their_end_up_to_the_interval() {
+        let s = hourly();
+        let mut recent = vec![run(1, "succeeded", 0, Some(1_000))];
+        let mut waits = Vec::new();
+        for id in 2..12 {
+            let status = if id % 2 == 0 { "failed" } else { "interrupted" };
+            recent.insert(
+                0,
+                run(id, status, id * 10_000_000, Some(id * 10_000_000 + 500)),
+            );
+            waits.push(next_run_at(&recent, &s) - (id * 10_000_000 + 500));
+        }
+        assert_eq!(
+            waits,
+            [
+                60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000,
+                3_600_000, 3_600_000
+            ]
+        );
+        // A success ends the streak: the next failure waits the first step again.
+        recent.insert(0, run(20, "succeeded", 900_000_000, Some(900_001_000)));
+        recent.insert(0, run(21, "failed", 910_000_000, Some(910_000_100)));
+        assert_eq!(next_run_at(&recent, &s), 910_000_100 + 60_000);
+    }
+
+    #[test]
+    fn a_retry_is_never_later_than_an_interval_after_the_failure() {
+        let s = ReconcileSettings {
+            interval: Interval::parse("90s").unwrap(),
+            retry_secs: 600,
+            ..Default::default()
+        };
+        let failed = [run(1, "failed", 0, Some(2_000))];
+        assert_eq!(next_run_at(&failed, &s), 2_000 + 90_000);
+    }
 }

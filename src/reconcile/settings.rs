@@ -28,6 +28,11 @@ pub struct ReconcileSettings {
     /// After the events pass, how long to wait for the processor to apply what the run
     /// ingested before the objects pass compares orders.
     pub settle_secs: u64,
+    /// A scheduled run that failed or was interrupted is tried again this many seconds
+    /// after it ended, doubling with each failure in a row, never later than `interval`:
+    /// a provider outage of a minute must not leave the provider's truth unread for an
+    /// interval.
+    pub retry_secs: u64,
 }
 
 impl Default for ReconcileSettings {
@@ -40,6 +45,7 @@ impl Default for ReconcileSettings {
             page_size: 100,
             window_days: 30,
             settle_secs: 60,
+            retry_secs: 60,
         }
     }
 }
@@ -53,6 +59,10 @@ impl ReconcileSettings {
         anyhow::ensure!(
             self.lease_secs >= 1,
             "reconcile.lease_secs must be at least 1"
+        );
+        anyhow::ensure!(
+            self.retry_secs >= 1,
+            "reconcile.retry_secs must be at least 1"
         );
         anyhow::ensure!(
             self.overlap_secs >= 0 && self.window_days >= 1,

@@ -569,16 +569,20 @@ pub async fn run(db: &Db, id: i64) -> anyhow::Result<Option<RunRow>> {
     row.map(run_row).transpose()
 }
 
-/// The newest full run (not a one-click fix's) of a provider, whatever its status.
-pub async fn newest_full_run(db: &Db, provider: &str) -> anyhow::Result<Option<RunRow>> {
-    let row = sqlx::query(&format!(
+/// The newest full runs (not one-click fixes') of a provider, newest first, whatever their
+/// status.
+pub async fn newest_full_runs(db: &Db, provider: &str, limit: i64) -> anyhow::Result<Vec<RunRow>> {
+    sqlx::query(&format!(
         "SELECT {RUN_COLUMNS} FROM reconciliation_runs WHERE provider = $1 AND source <> 'fix' \
-         ORDER BY id DESC LIMIT 1"
+         ORDER BY id DESC LIMIT $2"
     ))
     .bind(provider)
-    .fetch_optional(db.reader())
-    .await?;
-    row.map(run_row).transpose()
+    .bind(limit)
+    .fetch_all(db.reader())
+    .await?
+    .into_iter()
+    .map(run_row)
+    .collect()
 }
 
 /// The newest full run that succeeded (any provider, or one); a one-click fix's run

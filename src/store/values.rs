@@ -202,17 +202,14 @@ fn bind_rows<'q>(
 
 /// The most parameters of a batch's writes statement that is kept prepared. A live stream's
 /// batches, up to the usual claim of 32 events (a payment is 64 parameters: 2,050 for 32),
-/// keep theirs: run unprepared, each was parsed and analysed again, and on the Intel VM
-/// that raised p99 receipt → effect at 2,500/s from 85–106 ms to 139–196 ms (BENCHMARKS.md,
-/// issue 18). Backlog claims of 128 (about 8,200 parameters) run unprepared: their texts
+/// keep theirs: run unprepared, each is parsed and analysed again; on the Intel VM at
+/// 2,500/s, p50 receipt → effect was 27–32 ms unprepared against 21–26 ms prepared (p99
+/// moved as much between probes of one build as between builds: BENCHMARKS.md, issue 18).
+/// Backlog claims of 128 (about 8,200 parameters) run unprepared: their texts
 /// (tens of KB, one per combination of row counts) in each connection's cache of 1,024
 /// raised the server's peak RSS from 86–91 MiB to 120–160 MiB, and one parse is spread
 /// over 128 events.
 pub const MAX_PREPARED_PARAMS: usize = 4_096;
-
-fn keep_prepared(params: usize) -> bool {
-    params <= MAX_PREPARED_PARAMS
-}
 
 /// PostgreSQL: `WITH w0 AS (write), w1 AS (write) last write`, parameters numbered on
 /// through the writes; with `then`, every write is a CTE and `then` the main query, whose
@@ -263,7 +260,7 @@ async fn run_group(
         sql.push_str(&(then.sql)(Backend::Postgres, first_param));
         binds.push(then.binds);
     }
-    let persistent = keep_prepared(binds.iter().map(Vec::len).sum());
+    let persistent = binds.iter().map(Vec::len).sum::<usize>() <= MAX_PREPARED_PARAMS;
     let query = bind_rows(sqlx::query(&sql), binds).persistent(persistent);
     if returns {
         return query.fetch_all(&mut **tx).await;
