@@ -1,7 +1,7 @@
 //! A reconciliation run of the real `oncehook serve` (its periodic job) killed with
-//! SIGKILL in the middle: the next process takes the lease once it expires, resumes the
-//! events pass from the saved checkpoint, and the orders still end equal to the
-//! simulator's truth. `oncehook reconcile --json` (the CLI) before and after, both
+//! SIGKILL, or shut down with SIGTERM, in the middle: the next process takes the lease
+//! once it expires, resumes the events pass from the saved checkpoint, and the orders still
+//! end equal to the simulator's truth; a failed scheduled run is tried again soon. `oncehook reconcile --json` (the CLI) before and after, both
 //! databases.
 
 mod common;
@@ -168,7 +168,24 @@ fn serve_api(sim: &Simulation, listener: tokio::net::TcpListener) {
     ));
 }
 
+/// How the first server ends in the middle of its run.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Stop {
+    /// SIGKILL: the run stays marked running; the next run marks it interrupted.
+    Kill,
+    /// SIGTERM: a graceful shutdown; the run records itself interrupted, with no alert.
+    Term,
+}
+
 async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
+    stopped_mid_run_resumes_from_the_checkpoint(kind, Stop::Kill).await
+}
+
+async fn shut_down_mid_run_is_interrupted_not_failed_and_resumes(kind: Kind) {
+    stopped_mid_run_resumes_from_the_checkpoint(kind, Stop::Term).await
+}
+
+async fn stopped_mid_run_resumes_from_the_checkpoint(kind: Kind, how: Stop) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api = format!("http://{}", listener.local_addr().unwrap());
     let sim = simulation(60).await;
@@ -177,7 +194,7 @@ async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
 
     let db = TestDb::new(kind).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &api, "");
+    let config = config(dir.path(), &api, "retry_secs = 1");
     // The database exists once a server migrated it; the CLI migrates too.
     let (ok, dry) = cli(&config, &db, &["--dry-run", "--provider", "stripe"]);
     assert!(ok, "{dry}");
@@ -216,14 +233,43 @@ async fn killed_mid_run_resumes_from_the_checkpoint(kind: Kind) {
     })
     .await;
     let mut first = first;
-    first.child.kill().unwrap(); // SIGKILL
+    match how {
+        Stop::Kill => first.child.kill().unwrap(),
+        Stop::Term => nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(first.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap(),
+    }
     first.child.wait().unwrap();
-    let killed_at: i64 = sqlx::query("SELECT events_compared FROM reconciliation_runs")
-        .fetch_one(conn.reader())
-        .await
-        .unwrap()
-        .get(0);
-    assert!(killed_at < listed, "killed before the pass ended");
+    let (status, killed_at, error): (String, i64, Option<String>) =
+        sqlx::query("SELECT status, events_compared, error FROM reconciliation_runs")
+            .fetch_one(conn.reader())
+            .await
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .unwrap();
+    assert!(killed_at < listed, "stopped before the pass ended");
+    if how == Stop::Term {
+        // The run recorded its own end: interrupted by the shutdown, not failed, and
+        // nobody was alerted.
+        assert_eq!(status, "interrupted", "{error:?}");
+        assert!(
+            error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("shutting down"),
+            "{error:?}"
+        );
+        let log = std::fs::read_to_string(first.dir.path().join("stderr.log")).unwrap();
+        assert!(log.contains("reconciliation run interrupted"), "{log}");
+        assert!(!log.contains("reconciliation run failed"), "{log}");
+        assert!(
+            !log.contains("stage=reconciliation"),
+            "an alert at shutdown: {log}"
+        );
+    } else {
+        assert_eq!(status, "running");
+    }
 
     let dir = std::mem::replace(&mut first.dir, tempfile::tempdir().unwrap());
     drop(first);
@@ -368,5 +414,6 @@ async fn a_failed_scheduled_run_is_tried_again_before_the_interval(kind: Kind) {
 
 both!(
     killed_mid_run_resumes_from_the_checkpoint,
+    shut_down_mid_run_is_interrupted_not_failed_and_resumes,
     a_failed_scheduled_run_is_tried_again_before_the_interval
 );

@@ -121,7 +121,7 @@ pub const FIX_SOURCE: &str = "fix";
 pub struct Report {
     pub run_id: Option<i64>,
     pub provider: String,
-    /// succeeded | failed
+    /// succeeded | failed | interrupted (the server shut down during the run)
     pub status: String,
     pub dry_run: bool,
     pub since: i64,
@@ -539,6 +539,21 @@ impl Reconciler {
         let finished_at = now_ms();
         let (status, error, resumed, since) = match outcome {
             Ok((resumed, since)) => ("succeeded", None, resumed, since),
+            // A shutdown is no failure: nothing to alert anyone about, and the next run
+            // (soon: `reconcile.retry_secs`) resumes from the checkpoint.
+            Err(e @ RunError::Stopped) => {
+                let reason = format!(
+                    "{e}; compared {} events and {} objects by then",
+                    run.counts.events_compared, run.counts.objects_compared
+                );
+                tracing::info!(provider = %options.provider, run_id = id, reason = %reason, "reconciliation run interrupted");
+                (
+                    "interrupted",
+                    Some(reason),
+                    false,
+                    options.since.unwrap_or(0),
+                )
+            }
             Err(e) => {
                 let reason = format!(
                     "{e}; compared {} events and {} objects by then",
