@@ -696,24 +696,19 @@ fn reconcile_keys_load_from_toml() {
     assert_eq!(s.reconcile.retry_secs, 15);
     assert!(!s.reconcile.auto_fix);
     assert_eq!(s.reconcile.overlap_secs, 60);
-    std::fs::write(&file, "[reconcile]\ninterval = \"5 weeks\"\n").unwrap();
-    let e = Settings::load(Some(&file), &Default::default())
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.contains("interval"), "{e}");
-    std::fs::write(&file, "[reconcile]\npage_size = 500\n").unwrap();
-    let e = Settings::load(Some(&file), &Default::default())
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.contains("reconcile.page_size"), "{e}");
-    std::fs::write(&file, "[reconcile]\nretry_secs = 0\n").unwrap();
-    let e = Settings::load(Some(&file), &Default::default())
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.contains("reconcile.retry_secs"), "{e}");
+    // Each refusal names the key at fault.
+    for (toml, key) in [
+        ("interval = \"5 weeks\"", "interval"),
+        ("page_size = 500", "reconcile.page_size"),
+        ("retry_secs = 0", "reconcile.retry_secs"),
+    ] {
+        std::fs::write(&file, format!("[reconcile]\n{toml}\n")).unwrap();
+        let e = Settings::load(Some(&file), &Default::default())
+            .err()
+            .unwrap_or_else(|| panic!("{toml} was accepted"))
+            .to_string();
+        assert!(e.contains(key), "{toml}: {e}");
+    }
 }
 
 /// The `/reconciliation` page as people use it, with and without JavaScript (forms posted

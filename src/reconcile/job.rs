@@ -30,8 +30,10 @@ const FAILURES_COUNTED: i64 = 16;
 /// When the next scheduled run is due (Unix ms), from the newest full runs, newest first:
 /// at once without a run or while one is marked running (its process died: the new run
 /// takes the lease once it expires); an interval after a success began; after a run that
-/// failed or was interrupted, `retry_secs` after it ended, doubled for each such run in a
-/// row, but never later than an interval after it ended.
+/// was interrupted (a shutdown, say a deploy), `retry_secs` after it ended; after a run
+/// that failed, `retry_secs` after it ended, doubled for each failure since the last
+/// success, but never later than an interval after it ended. A shutdown says nothing about
+/// the provider, so interrupted runs neither lengthen the wait nor end the streak.
 pub fn next_run_at(recent: &[RunRow], settings: &ReconcileSettings) -> i64 {
     let interval_ms = settings.interval.0.as_millis() as i64;
     let Some(newest) = recent.first() else {
@@ -40,18 +42,26 @@ pub fn next_run_at(recent: &[RunRow], settings: &ReconcileSettings) -> i64 {
     match newest.status.as_str() {
         "running" => i64::MIN,
         "succeeded" => newest.started_at + interval_ms,
+        "interrupted" => newest.finished_at.unwrap_or(newest.updated_at) + retry_ms(settings),
         _ => {
             let in_a_row = recent
                 .iter()
                 .take_while(|run| matches!(run.status.as_str(), "failed" | "interrupted"))
+                .filter(|run| run.status == "failed")
                 .count() as u32;
-            let retry_ms = (settings.retry_secs as i64).saturating_mul(1_000);
-            let wait = retry_ms
+            let wait = retry_ms(settings)
                 .saturating_mul(1_i64 << in_a_row.saturating_sub(1).min(30))
                 .min(interval_ms);
             newest.finished_at.unwrap_or(newest.updated_at) + wait
         }
     }
+}
+
+fn retry_ms(settings: &ReconcileSettings) -> i64 {
+    let interval_ms = settings.interval.0.as_millis() as i64;
+    (settings.retry_secs as i64)
+        .saturating_mul(1_000)
+        .min(interval_ms)
 }
 
 /// `None` when the job is off (`reconcile.interval = "0"`) or no provider has an API key.
@@ -172,7 +182,7 @@ mod tests {
     }
 
     #[test]
-    fn failures_in_a_row_back_off_from_their_end_up_to_the_interval() {
+    fn failures_in_a_row_back_off_from_their_end_up_to_the_interval_shutdowns_do_not() {
         let s = hourly();
         let mut recent = vec![run(1, "succeeded", 0, Some(1_000))];
         let mut waits = Vec::new();
@@ -187,10 +197,19 @@ mod tests {
         assert_eq!(
             waits,
             [
-                60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000,
-                3_600_000, 3_600_000
+                // failed, interrupted, failed, ...: only the failures double the wait
+                60_000, 60_000, 120_000, 60_000, 240_000, 60_000, 480_000, 60_000, 960_000,
+                60_000
             ]
         );
+        for id in 12..20 {
+            recent.insert(0, run(id, "failed", id * 10_000_000, Some(id * 10_000_000 + 500)));
+        }
+        assert_eq!(next_run_at(&recent, &s), 19 * 10_000_000 + 500 + 3_600_000);
+        // Two deploys in a row: the second run still comes back after `retry_secs`.
+        recent.insert(0, run(30, "interrupted", 300_000_000, Some(300_000_500)));
+        recent.insert(0, run(31, "interrupted", 310_000_000, Some(310_000_500)));
+        assert_eq!(next_run_at(&recent, &s), 310_000_500 + 60_000);
         // A success ends the streak: the next failure waits the first step again.
         recent.insert(0, run(20, "succeeded", 900_000_000, Some(900_001_000)));
         recent.insert(0, run(21, "failed", 910_000_000, Some(910_000_100)));
