@@ -1,6 +1,7 @@
 //! oncehook: signed payment webhooks in, exactly one business effect out.
 pub mod admin;
 pub mod alerts;
+pub mod allocator;
 pub mod api;
 pub mod auth;
 pub mod cli;

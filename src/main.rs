@@ -2,8 +2,20 @@ use clap::Parser;
 use oncehook::config::LogFormat;
 use tracing_subscriber::EnvFilter;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+/// See `oncehook::allocator`.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> std::process::ExitCode {
+    oncehook::allocator::tune();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("starting the tokio runtime")
+        .block_on(run())
+}
+
+async fn run() -> std::process::ExitCode {
     let cli = oncehook::cli::Cli::parse();
     // The log format is a setting; a configuration that does not load is reported by the
     // command itself, in text.

@@ -198,12 +198,14 @@ mod tests {
             waits,
             [
                 // failed, interrupted, failed, ...: only the failures double the wait
-                60_000, 60_000, 120_000, 60_000, 240_000, 60_000, 480_000, 60_000, 960_000,
-                60_000
+                60_000, 60_000, 120_000, 60_000, 240_000, 60_000, 480_000, 60_000, 960_000, 60_000
             ]
         );
         for id in 12..20 {
-            recent.insert(0, run(id, "failed", id * 10_000_000, Some(id * 10_000_000 + 500)));
+            recent.insert(
+                0,
+                run(id, "failed", id * 10_000_000, Some(id * 10_000_000 + 500)),
+            );
         }
         assert_eq!(next_run_at(&recent, &s), 19 * 10_000_000 + 500 + 3_600_000);
         // Two deploys in a row: the second run still comes back after `retry_secs`.

@@ -394,8 +394,12 @@ impl Db {
 /// `statement-cache-capacity`. The set-based batch writes one statement text per table and
 /// row count (a claim of 32 gives up to 32 texts for each of a dozen statements); with
 /// sqlx's default of 100, texts were evicted and prepared again (one more round trip and a
-/// parse each) all the time under a live stream of varying batch sizes.
-const STATEMENT_CACHE: usize = 1024;
+/// parse each) all the time under a live stream of varying batch sizes. But the cache is
+/// counted in statements, not bytes, and each entry keeps its text (a VALUES list of up to
+/// `values::MAX_PREPARED_PARAMS` placeholders, tens of KB): at 1,024 the server's RSS grew
+/// through a 60 s probe at 3,594 events/s to 160 MiB, over the 150 MB bound; at 256 it
+/// peaked at 131 MiB with the same latency (BENCHMARKS.md, issue 18, 2026-12-05 midday).
+const STATEMENT_CACHE: usize = 256;
 
 fn with_statement_cache(url: &str) -> String {
     if url.contains("statement-cache-capacity=") {
@@ -606,11 +610,11 @@ mod tests {
         use super::with_statement_cache as w;
         assert_eq!(
             w("postgres://u@h/db"),
-            "postgres://u@h/db?statement-cache-capacity=1024"
+            "postgres://u@h/db?statement-cache-capacity=256"
         );
         assert_eq!(
             w("postgres://u@h/db?sslmode=require"),
-            "postgres://u@h/db?sslmode=require&statement-cache-capacity=1024"
+            "postgres://u@h/db?sslmode=require&statement-cache-capacity=256"
         );
         let own = "postgres://u@h/db?statement-cache-capacity=10";
         assert_eq!(w(own), own);
