@@ -6,7 +6,7 @@
 //! pages at once and committing arena memory only as it is used brought it to 58–103 MiB
 //! (BENCHMARKS.md, issue 18, "mimalloc").
 
-use libmimalloc_sys::{mi_option_get, mi_option_set, mi_option_t};
+use libmimalloc_sys::{mi_option_set, mi_option_t};
 
 /// mimalloc v3's numbers for the two options (`mi_option_e` in its `mimalloc.h`), which
 /// libmimalloc-sys does not name. The test below checks them against the defaults of
@@ -30,7 +30,9 @@ pub fn tune() {
 }
 
 /// The options' current values: (purge delay ms, arena eager commit).
-pub fn options() -> (std::ffi::c_long, std::ffi::c_long) {
+#[cfg(test)]
+fn options() -> (std::ffi::c_long, std::ffi::c_long) {
+    use libmimalloc_sys::mi_option_get;
     // SAFETY: reads an option value; initialises it from the environment if needed.
     unsafe {
         (

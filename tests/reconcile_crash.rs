@@ -1,8 +1,8 @@
 //! A reconciliation run of the real `oncehook serve` (its periodic job) killed with
 //! SIGKILL, or shut down with SIGTERM, in the middle: the next process takes the lease
 //! once it expires, resumes the events pass from the saved checkpoint, and the orders still
-//! end equal to the simulator's truth; a failed scheduled run is tried again soon. `oncehook reconcile --json` (the CLI) before and after, both
-//! databases.
+//! end equal to the simulator's truth; a failed scheduled run is tried again soon.
+//! `oncehook reconcile --json` (the CLI) before and after, both databases.
 
 mod common;
 

@@ -539,36 +539,29 @@ impl Reconciler {
         let finished_at = now_ms();
         let (status, error, resumed, since) = match outcome {
             Ok((resumed, since)) => ("succeeded", None, resumed, since),
-            // A shutdown is no failure: nothing to alert anyone about, and the next run
-            // (soon: `reconcile.retry_secs`) resumes from the checkpoint.
-            Err(e @ RunError::Stopped) => {
-                let reason = format!(
-                    "{e}; compared {} events and {} objects by then",
-                    run.counts.events_compared, run.counts.objects_compared
-                );
-                tracing::info!(provider = %options.provider, run_id = id, reason = %reason, "reconciliation run interrupted");
-                (
-                    "interrupted",
-                    Some(reason),
-                    false,
-                    options.since.unwrap_or(0),
-                )
-            }
             Err(e) => {
                 let reason = format!(
                     "{e}; compared {} events and {} objects by then",
                     run.counts.events_compared, run.counts.objects_compared
                 );
-                tracing::warn!(provider = %options.provider, run_id = id, error = %reason, "reconciliation run failed");
-                self.alerter.dead_lettered(DeadLetterAlert {
-                    dead_letter_id: id,
-                    stage: "reconciliation".into(),
-                    class: "run failed".into(),
-                    error: reason.clone(),
-                    event_id: None,
-                    order_id: None,
-                });
-                ("failed", Some(reason), false, options.since.unwrap_or(0))
+                let status = if matches!(e, RunError::Stopped) {
+                    // A shutdown is no failure: nothing to alert anyone about, and the next
+                    // run (soon: `reconcile.retry_secs`) resumes from the checkpoint.
+                    tracing::info!(provider = %options.provider, run_id = id, reason = %reason, "reconciliation run interrupted");
+                    "interrupted"
+                } else {
+                    tracing::warn!(provider = %options.provider, run_id = id, error = %reason, "reconciliation run failed");
+                    self.alerter.dead_lettered(DeadLetterAlert {
+                        dead_letter_id: id,
+                        stage: "reconciliation".into(),
+                        class: "run failed".into(),
+                        error: reason.clone(),
+                        event_id: None,
+                        order_id: None,
+                    });
+                    "failed"
+                };
+                (status, Some(reason), false, options.since.unwrap_or(0))
             }
         };
         crate::metrics::reconciliation_run(status);

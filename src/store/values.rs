@@ -205,10 +205,10 @@ fn bind_rows<'q>(
 /// keep theirs: run unprepared, each is parsed and analysed again; on the Intel VM at
 /// 2,500/s, p50 receipt → effect was 27–32 ms unprepared against 21–26 ms prepared (p99
 /// moved as much between probes of one build as between builds: BENCHMARKS.md, issue 18).
-/// Backlog claims of 128 (about 8,200 parameters) run unprepared: their texts
-/// (tens of KB, one per combination of row counts) in each connection's cache (then of
-/// 1,024 statements) raised the server's peak RSS from 86–91 MiB to 120–160 MiB, and one parse is spread
-/// over 128 events.
+/// Backlog claims of 128 (about 8,200 parameters) run unprepared: their texts (tens of KB,
+/// one per combination of row counts) in each connection's cache (then of 1,024
+/// statements) raised the server's peak RSS from 86–91 MiB to 120–160 MiB, and one parse
+/// is spread over 128 events.
 pub const MAX_PREPARED_PARAMS: usize = 4_096;
 
 /// PostgreSQL: `WITH w0 AS (write), w1 AS (write) last write`, parameters numbered on
