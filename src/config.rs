@@ -295,6 +295,9 @@ pub const MAX_CLAIM_BATCH: i64 = 1_024;
 /// The most receipts one ingest commit may carry (`receiver.max_batch`).
 pub const MAX_RECEIPT_BATCH: usize = 2_048;
 
+/// The longest `receiver.linger_ms`.
+pub const MAX_RECEIPT_LINGER_MS: u64 = 10;
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiverSettings {
@@ -309,6 +312,12 @@ pub struct ReceiverSettings {
     /// commit, so batches grow with the load and PostgreSQL spends less CPU per event,
     /// which the processor beside it needs (BENCHMARKS.md: `receiver.writers`).
     pub writers: usize,
+    /// A writer whose queue held a few receipts (more than one, fewer than
+    /// `ingest::SMALL_BATCH`) waits up to this many milliseconds for more before it
+    /// commits, so a live stream's receipts share commits; a burst's batches are large and
+    /// a lone receipt is alone, and neither waits. Timers tick in whole milliseconds, so 1
+    /// waits 1-2 ms. 0: commit at once.
+    pub linger_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -726,6 +735,7 @@ impl Default for Settings {
                 commit_timeout_ms: 5_000,
                 max_batch: 256,
                 writers: 1,
+                linger_ms: 1,
             },
             processor: ProcessorSettings {
                 enabled: true,
@@ -875,6 +885,11 @@ impl Settings {
             "receiver.max_batch must be between 1 and {MAX_RECEIPT_BATCH} (a statement binds up \
              to ten parameters per receipt; SQLite allows 32,766 per statement, PostgreSQL \
              65,535)"
+        );
+        anyhow::ensure!(
+            self.receiver.linger_ms <= MAX_RECEIPT_LINGER_MS,
+            "receiver.linger_ms must be at most {MAX_RECEIPT_LINGER_MS} (every receipt of a \
+             quiet stream waits it out before its answer)"
         );
         anyhow::ensure!(
             self.processor.linger_ms <= 1_000,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tracing::warn;
 
 use crate::config::ReceiverSettings;
@@ -51,8 +52,11 @@ impl Ingestor {
             .map(|_| {
                 let (db, wake, rx) = (db.clone(), wake.clone(), rx.clone());
                 let processor = processor.clone();
-                let max_batch = settings.max_batch.max(1);
-                tokio::spawn(async move { write_loop(db, wake, rx, max_batch, processor).await })
+                let gather = Gather {
+                    max_batch: settings.max_batch.max(1),
+                    linger: Duration::from_millis(settings.linger_ms),
+                };
+                tokio::spawn(async move { write_loop(db, wake, rx, gather, processor).await })
             })
             .collect();
         let ingestor = Ingestor {
@@ -83,20 +87,56 @@ impl Ingestor {
     }
 }
 
+/// A batch under this many receipts is small: its commit's fixed cost (a transaction, a
+/// WAL flush, a statement or two planned) is paid by a handful of events. At a live rate of
+/// thousands a second the one writer's queue holds that few per commit, and on PostgreSQL
+/// those commits' fixed cost was most of what the receipts cost (BENCHMARKS.md, issue 18).
+pub const SMALL_BATCH: usize = 8;
+
+/// How a writer fills one commit.
+#[derive(Clone, Copy, Debug)]
+struct Gather {
+    max_batch: usize,
+    /// How long a small batch waits for more receipts (`receiver.linger_ms`).
+    linger: Duration,
+}
+
+type Queue = mpsc::Receiver<(Receipt, Reply)>;
+
+/// The next batch: whatever is queued (up to `max_batch`), and when that is a small batch
+/// of more than one, what arrives within the linger until it is not small. A lone receipt
+/// commits at once: nobody else sent during the last commit, so waiting would only delay
+/// it (one sender posting in turn went from 1,700 to 350 events/s when it waited too).
+/// Empty once the queue is closed and drained. Taking the batch holds the queue, so a
+/// second writer takes the next one.
+async fn next_batch(rx: &Mutex<Queue>, gather: Gather) -> Vec<(Receipt, Reply)> {
+    let mut batch = Vec::new();
+    let mut rx = rx.lock().await;
+    if rx.recv_many(&mut batch, gather.max_batch).await < 2 || gather.linger.is_zero() {
+        return batch;
+    }
+    let deadline = Instant::now() + gather.linger;
+    while batch.len() < SMALL_BATCH.min(gather.max_batch) {
+        let room = gather.max_batch - batch.len();
+        match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    batch
+}
+
 async fn write_loop(
     db: Db,
     wake: Arc<Notify>,
-    rx: Arc<Mutex<mpsc::Receiver<(Receipt, Reply)>>>,
-    max_batch: usize,
+    rx: Arc<Mutex<Queue>>,
+    gather: Gather,
     processor: Option<Arc<Processor>>,
 ) {
     loop {
-        let mut batch = Vec::new();
-        {
-            let mut rx = rx.lock().await;
-            if rx.recv_many(&mut batch, max_batch).await == 0 {
-                return;
-            }
+        let batch = next_batch(&rx, gather).await;
+        if batch.is_empty() {
+            return;
         }
         let (receipts, replies): (Vec<Receipt>, Vec<Reply>) = batch.into_iter().unzip();
         let committed = match &processor {
@@ -161,5 +201,133 @@ async fn store_and_apply(
             let _ = tx.rollback().await;
             Err(error)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt(n: usize) -> (Receipt, Reply) {
+        let receipt = Receipt {
+            provider: "stripe".into(),
+            event_id: format!("evt_{n}"),
+            event_type: None,
+            api_version: None,
+            raw_body: vec![],
+            correlation_id: format!("c{n}"),
+            received_at: 0,
+        };
+        (receipt, oneshot::channel().0)
+    }
+
+    fn queue_with(n: usize) -> (mpsc::Sender<(Receipt, Reply)>, Mutex<Queue>) {
+        let (tx, rx) = mpsc::channel(1024);
+        for i in 0..n {
+            tx.try_send(receipt(i)).unwrap();
+        }
+        (tx, Mutex::new(rx))
+    }
+
+    const GATHER: Gather = Gather {
+        max_batch: 256,
+        linger: Duration::from_millis(2),
+    };
+
+    #[tokio::test(start_paused = true)]
+    async fn a_small_batch_takes_what_arrives_within_the_linger() {
+        let (tx, rx) = queue_with(2);
+        let started = Instant::now();
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            for i in 2..5 {
+                tx.send(receipt(i)).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            tx.send(receipt(9)).await.unwrap();
+        });
+        let batch = next_batch(&rx, GATHER).await;
+        assert_eq!(
+            batch.len(),
+            5,
+            "the two queued and the three within the linger"
+        );
+        assert_eq!(
+            started.elapsed(),
+            GATHER.linger,
+            "it waited the linger out, no longer"
+        );
+        late.await.unwrap();
+        assert_eq!(
+            next_batch(&rx, GATHER).await.len(),
+            1,
+            "the late one is the next batch"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_receipt_commits_at_once() {
+        let (tx, rx) = queue_with(1);
+        let started = Instant::now();
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            tx.send(receipt(1)).await.unwrap();
+        });
+        assert_eq!(next_batch(&rx, GATHER).await.len(), 1);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        late.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_that_is_not_small_commits_at_once() {
+        let (_tx, rx) = queue_with(SMALL_BATCH);
+        let started = Instant::now();
+        assert_eq!(next_batch(&rx, GATHER).await.len(), SMALL_BATCH);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gathering_stops_once_the_batch_is_no_longer_small() {
+        let (tx, rx) = queue_with(2);
+        let started = Instant::now();
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            for i in 2..SMALL_BATCH + 2 {
+                tx.send(receipt(i)).await.unwrap();
+            }
+        });
+        let batch = next_batch(&rx, GATHER).await;
+        assert!(batch.len() >= SMALL_BATCH, "{}", batch.len());
+        assert_eq!(started.elapsed(), Duration::from_millis(1));
+        late.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn zero_linger_commits_what_is_queued_at_once() {
+        let (_tx, rx) = queue_with(2);
+        let started = Instant::now();
+        let gather = Gather {
+            linger: Duration::ZERO,
+            ..GATHER
+        };
+        assert_eq!(next_batch(&rx, gather).await.len(), 2);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_never_exceeds_max_batch_and_a_closed_queue_ends_the_writer() {
+        let (tx, rx) = queue_with(5);
+        let gather = Gather {
+            max_batch: 3,
+            ..GATHER
+        };
+        assert_eq!(next_batch(&rx, gather).await.len(), 3);
+        drop(tx);
+        assert_eq!(
+            next_batch(&rx, gather).await.len(),
+            2,
+            "drained after the close"
+        );
+        assert!(next_batch(&rx, gather).await.is_empty());
     }
 }

@@ -386,6 +386,22 @@ fn a_receipt_batch_beyond_what_one_statement_can_bind_is_refused() {
 }
 
 #[test]
+fn the_receipt_linger_loads_from_a_file_and_is_bounded() {
+    figment::Jail::expect_with(|_| {
+        let s = load("[receiver]\nlinger_ms = 2\n").unwrap();
+        assert_eq!(s.receiver.linger_ms, 2);
+        let s = load("[receiver]\nlinger_ms = 10\n").unwrap();
+        assert_eq!(s.receiver.linger_ms, 10);
+        for refused in ["11", "1000"] {
+            let err = load(&format!("[receiver]\nlinger_ms = {refused}\n")).unwrap_err();
+            let text = format!("{err:#}");
+            assert!(text.contains("receiver.linger_ms"), "{refused}: {text}");
+        }
+        Ok(())
+    });
+}
+
+#[test]
 fn a_claim_batch_outside_its_bounds_is_refused_naming_the_key() {
     figment::Jail::expect_with(|_| {
         for key in ["claim_batch", "backlog_claim_batch"] {

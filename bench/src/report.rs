@@ -94,13 +94,16 @@ pub fn render(info: &RunInfo, results: &[DbResults]) -> String {
     let _ = writeln!(
         o,
         "- server settings: receiver.max_batch {}, receiver.writers {} (SQLite: 1), \
-         receiver.commit_timeout_ms {}, processor.workers {}, processor.claim_batch {}, \
+         receiver.linger_ms {}, receiver.commit_timeout_ms {}, processor.workers {}, \
+         processor.claim_batch {}, processor.linger_ms {}, \
          processor.events_per_transaction {}, outbox sinks {:?}",
         s.receiver.max_batch,
         s.receiver.writers,
+        s.receiver.linger_ms,
         s.receiver.commit_timeout_ms,
         s.processor.workers,
         s.processor.claim_batch,
+        s.processor.linger_ms,
         s.processor
             .events_per_transaction
             .map_or("auto (the claim)".into(), |n| n.to_string()),
