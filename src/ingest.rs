@@ -1,7 +1,8 @@
 //! Group commit for the receiver: requests hand their receipt to a writer task and wait
 //! for its commit. A writer takes everything queued (up to `max_batch`) into one
 //! transaction, so N concurrent requests cost one fsync, not N, and nobody is answered
-//! before their row is durable.
+//! before their row is durable. When only a few are queued it waits up to
+//! `receiver.linger_ms` for more, so a live stream's receipts share commits too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,11 +53,11 @@ impl Ingestor {
             .map(|_| {
                 let (db, wake, rx) = (db.clone(), wake.clone(), rx.clone());
                 let processor = processor.clone();
-                let gather = Gather {
+                let batching = Batching {
                     max_batch: settings.max_batch.max(1),
                     linger: Duration::from_millis(settings.linger_ms),
                 };
-                tokio::spawn(async move { write_loop(db, wake, rx, gather, processor).await })
+                tokio::spawn(async move { write_loop(db, wake, rx, batching, processor).await })
             })
             .collect();
         let ingestor = Ingestor {
@@ -95,7 +96,7 @@ pub const SMALL_BATCH: usize = 8;
 
 /// How a writer fills one commit.
 #[derive(Clone, Copy, Debug)]
-struct Gather {
+struct Batching {
     max_batch: usize,
     /// How long a small batch waits for more receipts (`receiver.linger_ms`).
     linger: Duration,
@@ -109,15 +110,15 @@ type Queue = mpsc::Receiver<(Receipt, Reply)>;
 /// it (one sender posting in turn went from 1,700 to 350 events/s when it waited too).
 /// Empty once the queue is closed and drained. Taking the batch holds the queue, so a
 /// second writer takes the next one.
-async fn next_batch(rx: &Mutex<Queue>, gather: Gather) -> Vec<(Receipt, Reply)> {
+async fn next_batch(rx: &Mutex<Queue>, batching: Batching) -> Vec<(Receipt, Reply)> {
     let mut batch = Vec::new();
     let mut rx = rx.lock().await;
-    if rx.recv_many(&mut batch, gather.max_batch).await < 2 || gather.linger.is_zero() {
+    if rx.recv_many(&mut batch, batching.max_batch).await < 2 || batching.linger.is_zero() {
         return batch;
     }
-    let deadline = Instant::now() + gather.linger;
-    while batch.len() < SMALL_BATCH.min(gather.max_batch) {
-        let room = gather.max_batch - batch.len();
+    let deadline = Instant::now() + batching.linger;
+    while batch.len() < SMALL_BATCH.min(batching.max_batch) {
+        let room = batching.max_batch - batch.len();
         match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
@@ -130,11 +131,11 @@ async fn write_loop(
     db: Db,
     wake: Arc<Notify>,
     rx: Arc<Mutex<Queue>>,
-    gather: Gather,
+    batching: Batching,
     processor: Option<Arc<Processor>>,
 ) {
     loop {
-        let batch = next_batch(&rx, gather).await;
+        let batch = next_batch(&rx, batching).await;
         if batch.is_empty() {
             return;
         }
@@ -229,7 +230,7 @@ mod tests {
         (tx, Mutex::new(rx))
     }
 
-    const GATHER: Gather = Gather {
+    const BATCHING: Batching = Batching {
         max_batch: 256,
         linger: Duration::from_millis(2),
     };
@@ -246,7 +247,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
             tx.send(receipt(9)).await.unwrap();
         });
-        let batch = next_batch(&rx, GATHER).await;
+        let batch = next_batch(&rx, BATCHING).await;
         assert_eq!(
             batch.len(),
             5,
@@ -254,12 +255,12 @@ mod tests {
         );
         assert_eq!(
             started.elapsed(),
-            GATHER.linger,
+            BATCHING.linger,
             "it waited the linger out, no longer"
         );
         late.await.unwrap();
         assert_eq!(
-            next_batch(&rx, GATHER).await.len(),
+            next_batch(&rx, BATCHING).await.len(),
             1,
             "the late one is the next batch"
         );
@@ -273,7 +274,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1)).await;
             tx.send(receipt(1)).await.unwrap();
         });
-        assert_eq!(next_batch(&rx, GATHER).await.len(), 1);
+        assert_eq!(next_batch(&rx, BATCHING).await.len(), 1);
         assert_eq!(started.elapsed(), Duration::ZERO);
         late.await.unwrap();
     }
@@ -282,7 +283,7 @@ mod tests {
     async fn a_batch_that_is_not_small_commits_at_once() {
         let (_tx, rx) = queue_with(SMALL_BATCH);
         let started = Instant::now();
-        assert_eq!(next_batch(&rx, GATHER).await.len(), SMALL_BATCH);
+        assert_eq!(next_batch(&rx, BATCHING).await.len(), SMALL_BATCH);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
@@ -296,7 +297,7 @@ mod tests {
                 tx.send(receipt(i)).await.unwrap();
             }
         });
-        let batch = next_batch(&rx, GATHER).await;
+        let batch = next_batch(&rx, BATCHING).await;
         assert!(batch.len() >= SMALL_BATCH, "{}", batch.len());
         assert_eq!(started.elapsed(), Duration::from_millis(1));
         late.await.unwrap();
@@ -306,28 +307,28 @@ mod tests {
     async fn zero_linger_commits_what_is_queued_at_once() {
         let (_tx, rx) = queue_with(2);
         let started = Instant::now();
-        let gather = Gather {
+        let batching = Batching {
             linger: Duration::ZERO,
-            ..GATHER
+            ..BATCHING
         };
-        assert_eq!(next_batch(&rx, gather).await.len(), 2);
+        assert_eq!(next_batch(&rx, batching).await.len(), 2);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_batch_never_exceeds_max_batch_and_a_closed_queue_ends_the_writer() {
         let (tx, rx) = queue_with(5);
-        let gather = Gather {
+        let batching = Batching {
             max_batch: 3,
-            ..GATHER
+            ..BATCHING
         };
-        assert_eq!(next_batch(&rx, gather).await.len(), 3);
+        assert_eq!(next_batch(&rx, batching).await.len(), 3);
         drop(tx);
         assert_eq!(
-            next_batch(&rx, gather).await.len(),
+            next_batch(&rx, batching).await.len(),
             2,
             "drained after the close"
         );
-        assert!(next_batch(&rx, gather).await.is_empty());
+        assert!(next_batch(&rx, batching).await.is_empty());
     }
 }
