@@ -230,6 +230,21 @@ mod tests {
         (tx, Mutex::new(rx))
     }
 
+    /// Sends receipts in waves, each after its delay (ms) from the previous one.
+    fn send_later(
+        tx: mpsc::Sender<(Receipt, Reply)>,
+        waves: Vec<(u64, std::ops::Range<usize>)>,
+    ) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            for (after_ms, ids) in waves {
+                tokio::time::sleep(Duration::from_millis(after_ms)).await;
+                for i in ids {
+                    tx.send(receipt(i)).await.unwrap();
+                }
+            }
+        })
+    }
+
     const BATCHING: Batching = Batching {
         max_batch: 256,
         linger: Duration::from_millis(2),
@@ -239,14 +254,7 @@ mod tests {
     async fn a_small_batch_takes_what_arrives_within_the_linger() {
         let (tx, rx) = queue_with(2);
         let started = Instant::now();
-        let late = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            for i in 2..5 {
-                tx.send(receipt(i)).await.unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            tx.send(receipt(9)).await.unwrap();
-        });
+        let late = send_later(tx, vec![(1, 2..5), (5, 9..10)]);
         let batch = next_batch(&rx, BATCHING).await;
         assert_eq!(
             batch.len(),
@@ -270,10 +278,7 @@ mod tests {
     async fn a_lone_receipt_commits_at_once() {
         let (tx, rx) = queue_with(1);
         let started = Instant::now();
-        let late = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            tx.send(receipt(1)).await.unwrap();
-        });
+        let late = send_later(tx, vec![(1, 1..2)]);
         assert_eq!(next_batch(&rx, BATCHING).await.len(), 1);
         assert_eq!(started.elapsed(), Duration::ZERO);
         late.await.unwrap();
@@ -291,12 +296,7 @@ mod tests {
     async fn gathering_stops_once_the_batch_is_no_longer_small() {
         let (tx, rx) = queue_with(2);
         let started = Instant::now();
-        let late = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            for i in 2..SMALL_BATCH + 2 {
-                tx.send(receipt(i)).await.unwrap();
-            }
-        });
+        let late = send_later(tx, vec![(1, 2..SMALL_BATCH + 2)]);
         let batch = next_batch(&rx, BATCHING).await;
         assert!(batch.len() >= SMALL_BATCH, "{}", batch.len());
         assert_eq!(started.elapsed(), Duration::from_millis(1));
