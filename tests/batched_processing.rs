@@ -746,7 +746,7 @@ async fn write_sessions_are_durable_and_plan_for_the_tables_as_they_are(kind: Ki
             assert_eq!((journal.as_str(), synchronous), ("wal", 2), "WAL, FULL");
         }
         Kind::Postgres => {
-            // Every idle session of the write pool (those the processor used): durable,
+            // Every open session of the write pool (those the processor used): durable,
             // and none of the statements they prepared with parameters ran on a cached
             // generic plan (one without parameters has only the one plan, which
             // PostgreSQL counts generic).
@@ -1340,4 +1340,35 @@ async fn a_backlog_is_drained_in_larger_claims_by_fewer_workers_exactly_once(kin
     );
     assert_eq!(processor.batch_fallbacks(), 0);
     app.shutdown().await;
+}
+
+/// The session report reads the connection that ran a caller's statements even when the
+/// caller has only just let go of it. sqlx gives a dropped connection back to the pool on a
+/// spawned task; on a runtime with one thread that task cannot run before the report
+/// starts, so the connection is neither idle nor held by anyone when the report asks.
+/// Counting idle connections then opened a fresh session that had prepared nothing (the
+/// intermittent CI failure of `write_sessions_are_durable…` on 2026-12-05).
+#[tokio::test(flavor = "current_thread")]
+async fn postgres_session_report_sees_a_connection_just_released() {
+    if common::postgres_base_url().is_none() {
+        return;
+    }
+    let test_db = common::TestDb::new(Kind::Postgres).await;
+    let db = test_db.connect().await;
+    let mut conn = db.writer().acquire().await.unwrap();
+    let one: i32 = sqlx::query_scalar("SELECT $1::int4 + 0")
+        .bind(1)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(one, 1);
+    drop(conn);
+    let sessions = db.write_sessions().await.unwrap();
+    assert!(
+        sessions.plans.contains_key("SELECT $1::int4 + 0"),
+        "{} sessions, statements {:?}",
+        sessions.count,
+        sessions.plans.keys()
+    );
+    db.close().await;
 }

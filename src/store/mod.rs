@@ -71,7 +71,7 @@ pub struct Db {
     rollup: std::sync::Arc<rollup::Rollup>,
 }
 
-/// A pool's idle PostgreSQL sessions, as PostgreSQL reports them: the settings that decide
+/// A pool's open PostgreSQL sessions, as PostgreSQL reports them: the settings that decide
 /// durability and plan caching (the same on every session, read from one), and per
 /// statement with parameters (its first 24 characters) the custom and generic plans made
 /// for it, summed over the sessions.
@@ -93,10 +93,15 @@ pub struct Plans {
 
 impl Sessions {
     async fn of(pool: &AnyPool) -> anyhow::Result<Sessions> {
-        // Every idle connection at once, so that each is looked at (one at a time, the
-        // pool would hand back the same one).
+        // Every open connection at once, so that each is looked at (one at a time, the
+        // pool would hand back the same one). Counted by `size`, not `num_idle`: sqlx
+        // returns a dropped connection to the pool on a spawned task, so the one that just
+        // ran a caller's statements may not be idle yet; asking for the idle ones then
+        // opened a fresh session that had prepared nothing (an intermittent CI failure).
+        // Holding as many as the pool has open waits for that one, or opens new ones
+        // (counted too) until it is back.
         let mut held = Vec::new();
-        for _ in 0..pool.num_idle().max(1) {
+        while held.is_empty() || held.len() < pool.size() as usize {
             held.push(pool.acquire().await?);
         }
         anyhow::ensure!(
