@@ -41,7 +41,8 @@ pub struct Page {
 
 /// The next `limit` orders after `after` (by order id) with their facts, ledger and outbox
 /// keys. Each read is a range over an index on `order_id` (the orders and facts primary
-/// keys, `order_ledger_order`, `outbox_order`), so a page costs the same at any depth.
+/// keys, and the ledger's and outbox's unique `(order_id, key)` indexes), so a page costs
+/// the same at any depth.
 pub async fn page(db: &Db, after: Option<&str>, limit: i64) -> anyhow::Result<Page> {
     // One snapshot for the page's four reads.
     let mut tx = super::snapshot(db).await?;
