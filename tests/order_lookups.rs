@@ -26,14 +26,8 @@ async fn plan(app: &TestApp, sql: &str, binds: &[&str]) -> String {
         Backend::Sqlite => ("EXPLAIN QUERY PLAN", 3),
         Backend::Postgres => ("EXPLAIN", 0),
     };
-    if app.db.backend == Backend::Postgres {
-        for setting in ["enable_seqscan", "enable_bitmapscan"] {
-            sqlx::query(&format!("SET {setting} = off"))
-                .execute(&mut *conn)
-                .await
-                .unwrap();
-        }
-    }
+    let discouraged = ["enable_seqscan", "enable_bitmapscan"];
+    common::planner_steps(&mut conn, &discouraged, true).await;
     let explained = format!("{explain} {sql}");
     let mut query = sqlx::query(&explained);
     for bind in binds {
@@ -46,14 +40,7 @@ async fn plan(app: &TestApp, sql: &str, binds: &[&str]) -> String {
         .iter()
         .map(|row| row.get::<String, _>(column))
         .collect();
-    if app.db.backend == Backend::Postgres {
-        for setting in ["enable_seqscan", "enable_bitmapscan"] {
-            sqlx::query(&format!("RESET {setting}"))
-                .execute(&mut *conn)
-                .await
-                .unwrap();
-        }
-    }
+    common::planner_steps(&mut conn, &discouraged, false).await;
     lines.join("\n")
 }
 

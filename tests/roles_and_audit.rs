@@ -369,26 +369,11 @@ async fn plan_without(
     discouraged: &[&str],
 ) -> String {
     let mut conn = app.db.reader().acquire().await.unwrap();
-    if app.db.backend == oncehook::store::Backend::Postgres {
-        for setting in discouraged {
-            sqlx::query(&format!("SET {setting} = off"))
-                .execute(&mut *conn)
-                .await
-                .unwrap();
-        }
-    }
+    common::planner_steps(&mut conn, discouraged, true).await;
     let plan = oncehook::store::read::plan_of_events(&app.db, &mut conn, filter)
         .await
         .unwrap();
-    if app.db.backend == oncehook::store::Backend::Postgres {
-        // Each one by name: RESET ALL would also undo the pool's read-only session.
-        for setting in discouraged {
-            sqlx::query(&format!("RESET {setting}"))
-                .execute(&mut *conn)
-                .await
-                .unwrap();
-        }
-    }
+    common::planner_steps(&mut conn, discouraged, false).await;
     plan
 }
 

@@ -716,3 +716,21 @@ pub fn stack_dump() -> String {
         Err(e) => format!("gdb could not run: {e}"),
     }
 }
+
+/// Discourages (`off`) or restores (RESET) PostgreSQL planner steps on `conn`, so a tiny
+/// test table does not hide which index would serve a statement at a million rows (a
+/// discouraged step is still taken when nothing else can answer). Nothing on SQLite.
+pub async fn planner_steps(conn: &mut sqlx::AnyConnection, steps: &[&str], discouraged: bool) {
+    if oncehook::store::Backend::of(conn) != oncehook::store::Backend::Postgres {
+        return;
+    }
+    for step in steps {
+        // Each one by name: RESET ALL would also undo the pool's read-only session.
+        let sql = if discouraged {
+            format!("SET {step} = off")
+        } else {
+            format!("RESET {step}")
+        };
+        sqlx::query(&sql).execute(&mut *conn).await.unwrap();
+    }
+}
