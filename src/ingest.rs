@@ -146,6 +146,7 @@ async fn write_loop(
         };
         match committed {
             Ok((stored, applied)) => {
+                crate::metrics::receipt_commit(receipts.len());
                 let more_due = match (&processor, applied) {
                     (Some(processor), Some(applied)) => processor.after_receipt_commit(applied),
                     _ => stored.contains(&Stored::New),

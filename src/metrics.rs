@@ -18,6 +18,11 @@ const LATENCY_BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 const PROCESSING_LATENCY: &str = "oncehook_processing_latency_seconds";
+/// Events per commit, 0 (an empty claim) to a full backlog claim: powers of two, because
+/// what a commit costs is mostly fixed and the question is how many events share it.
+const BATCH_BUCKETS: [f64; 10] = [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+const RECEIPT_BATCH: &str = "oncehook_receipt_commit_events";
+const CLAIM_BATCH: &str = "oncehook_processor_claim_events";
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -28,6 +33,12 @@ pub fn handle() -> Option<PrometheusHandle> {
         .get_or_init(|| {
             let installed = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Full(PROCESSING_LATENCY.into()), &LATENCY_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(RECEIPT_BATCH.into()), &BATCH_BUCKETS)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(CLAIM_BATCH.into()), &BATCH_BUCKETS)
+                })
                 .and_then(PrometheusBuilder::install_recorder);
             match installed {
                 Ok(handle) => {
@@ -78,6 +89,14 @@ fn describe() {
         PROCESSING_LATENCY,
         Unit::Seconds,
         "From receipt to the event being filed (applied, duplicate, stale, ignored or dead)"
+    );
+    describe_histogram!(
+        RECEIPT_BATCH,
+        "Receipts stored per commit of the receiver's writers (a commit's fixed cost is shared by these)"
+    );
+    describe_histogram!(
+        CLAIM_BATCH,
+        "Events per processor claim, 0 for a claim that found nothing due"
     );
     describe_counter!(
         "oncehook_relay_deliveries_total",
@@ -151,6 +170,16 @@ pub fn processed(outcome: &'static str, received_at_ms: i64, now: i64) {
         let secs = (now - received_at_ms).max(0) as f64 / 1000.0;
         histogram!(PROCESSING_LATENCY).record(secs);
     }
+}
+
+/// One commit of the receiver's writer stored `receipts` receipts.
+pub fn receipt_commit(receipts: usize) {
+    histogram!(RECEIPT_BATCH).record(receipts as f64);
+}
+
+/// One processor claim took `events` events (0: nothing was due).
+pub fn claim(events: usize) {
+    histogram!(CLAIM_BATCH).record(events as f64);
 }
 
 /// A set-based batch processed one event at a time instead.

@@ -237,6 +237,7 @@ impl Processor {
     /// One claim of up to `limit` events, handled. Returns how many were claimed.
     async fn run_round(&self, limit: i64, shutdown: &CancellationToken) -> anyhow::Result<usize> {
         let claimed = self.claim_round(limit, shutdown).await?;
+        crate::metrics::claim(claimed);
         self.largest_claim
             .fetch_max(claimed, std::sync::atomic::Ordering::Relaxed);
         Ok(claimed)

@@ -132,6 +132,26 @@ async fn metrics_count_what_happened_and_read_the_backlog(kind: Kind) {
         2.0
     );
     assert!(text.contains("oncehook_processing_latency_seconds_bucket{le=\"0.005\"}"));
+    // What shared the commits: the three stored receipts (the redelivery too), the two
+    // events claimed, and the claim that found nothing left (the 0 bucket).
+    assert_eq!(
+        delta(&before, &after, "oncehook_receipt_commit_events_sum"),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        delta(&before, &after, "oncehook_processor_claim_events_sum"),
+        2.0,
+        "{text}"
+    );
+    assert!(
+        delta(
+            &before,
+            &after,
+            "oncehook_processor_claim_events_bucket{le=\"0\"}"
+        ) >= 1.0,
+        "{text}"
+    );
 
     // Gauges come from the database: nothing waits, one dead letter is open, and the
     // payment's two outbox messages wait for the (disabled) relay.
