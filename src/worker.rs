@@ -337,13 +337,15 @@ mod tests {
         shutdown.cancel();
     }
 
-    /// `count` workers sharing `gather`, each round reporting no work; the rounds of all
-    /// of them are counted together.
+    /// `count` workers sharing `gather`; the rounds of all of them are counted together.
+    /// With `claimed` 0 each round reports no work at once; otherwise each takes 1 ms and
+    /// claims `claimed` of a 32-item claim (partial or full).
     fn gathering_workers(
         count: usize,
         wake: &Arc<Notify>,
         shutdown: &CancellationToken,
         gather: &Arc<Gather>,
+        claimed: usize,
     ) -> Arc<AtomicUsize> {
         let rounds = Arc::new(AtomicUsize::new(0));
         for _ in 0..count {
@@ -361,7 +363,14 @@ mod tests {
                     Some(&gather),
                     || {
                         rounds.fetch_add(1, Ordering::SeqCst);
-                        async { Ok(0) }
+                        let gather = gather.clone();
+                        async move {
+                            if claimed > 0 {
+                                tokio::time::sleep(Duration::from_millis(1)).await;
+                                gather.claimed(claimed, 32);
+                            }
+                            Ok(claimed)
+                        }
                     },
                 )
                 .await
@@ -377,7 +386,7 @@ mod tests {
         let wake = Arc::new(Notify::new());
         let shutdown = CancellationToken::new();
         let gather = Arc::new(Gather::new(Duration::from_millis(200)));
-        let rounds = gathering_workers(3, &wake, &shutdown, &gather);
+        let rounds = gathering_workers(3, &wake, &shutdown, &gather, 0);
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(rounds.load(Ordering::SeqCst), 3, "one first round each");
         for _ in 0..3 {
@@ -406,7 +415,7 @@ mod tests {
             let shutdown = CancellationToken::new();
             let gather = Arc::new(Gather::new(Duration::from_millis(linger_ms)));
             gather.claimed(if full { 32 } else { 3 }, 32);
-            let rounds = gathering_workers(1, &wake, &shutdown, &gather);
+            let rounds = gathering_workers(1, &wake, &shutdown, &gather, 0);
             tokio::time::sleep(Duration::from_millis(30)).await;
             wake.notify_one();
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -421,34 +430,7 @@ mod tests {
         let wake = Arc::new(Notify::new());
         let shutdown = CancellationToken::new();
         let gather = Arc::new(Gather::new(Duration::from_millis(200)));
-        let rounds = Arc::new(AtomicUsize::new(0));
-        {
-            let (wake, shutdown, gather, rounds) = (
-                wake.clone(),
-                shutdown.clone(),
-                gather.clone(),
-                rounds.clone(),
-            );
-            tokio::spawn(async move {
-                let g = gather.clone();
-                run_gathering_loop(
-                    &wake,
-                    Duration::from_secs(3600),
-                    &shutdown,
-                    Some(&gather),
-                    || {
-                        rounds.fetch_add(1, Ordering::SeqCst);
-                        let g = g.clone();
-                        async move {
-                            tokio::time::sleep(Duration::from_millis(1)).await;
-                            g.claimed(claimed, 32);
-                            Ok(claimed)
-                        }
-                    },
-                )
-                .await
-            });
-        }
+        let rounds = gathering_workers(1, &wake, &shutdown, &gather, claimed);
         tokio::time::sleep(Duration::from_millis(1_000)).await;
         shutdown.cancel();
         rounds.load(Ordering::SeqCst)
@@ -474,7 +456,7 @@ mod tests {
         let wake = Arc::new(Notify::new());
         let shutdown = CancellationToken::new();
         let gather = Arc::new(Gather::new(Duration::from_secs(3600)));
-        let rounds = gathering_workers(1, &wake, &shutdown, &gather);
+        let rounds = gathering_workers(1, &wake, &shutdown, &gather, 0);
         tokio::time::sleep(Duration::from_millis(30)).await;
         wake.notify_one();
         tokio::time::sleep(Duration::from_millis(30)).await;
