@@ -313,10 +313,10 @@ pub struct ReceiverSettings {
     /// which the processor beside it needs (BENCHMARKS.md: `receiver.writers`).
     pub writers: usize,
     /// A writer whose queue held a few receipts (more than one, fewer than
-    /// `ingest::SMALL_BATCH`) waits up to this many milliseconds for more before it
-    /// commits, so a live stream's receipts share commits; a burst's batches are large and
-    /// a lone receipt is alone, and neither waits. Timers tick in whole milliseconds, so 1
-    /// waits 1-2 ms. 0: commit at once.
+    /// `ingest::SMALL_BATCH` and than half the open connections) waits up to this many
+    /// milliseconds for more before it commits, so a live stream's receipts share commits;
+    /// a burst's batches are large and a lone receipt is alone, and neither waits. Timers
+    /// tick in whole milliseconds, so 1 waits 1-2 ms. 0: commit at once.
     pub linger_ms: u64,
 }
 

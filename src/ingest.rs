@@ -4,6 +4,7 @@
 //! before their row is durable. When only a few are queued it waits up to
 //! `receiver.linger_ms` for more, so a live stream's receipts share commits too.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,12 +36,14 @@ impl Ingestor {
     /// Starts the writers. They stop once every `Ingestor` clone is dropped and the queue
     /// is drained, so in-flight requests are answered during shutdown. `processor`: the
     /// local processor, whose due events each commit also applies where it says it may
-    /// (`Processor::applies_with_receipts`: SQLite's one writer).
+    /// (`Processor::applies_with_receipts`: SQLite's one writer). `connections`: the
+    /// server's open connections, which bound how long a writer waits for more receipts.
     pub fn start(
         db: Db,
         wake: Arc<Notify>,
         settings: &ReceiverSettings,
         processor: Option<Arc<Processor>>,
+        connections: OpenConnections,
     ) -> (Ingestor, Vec<JoinHandle<()>>) {
         let processor = processor.filter(|p| p.applies_with_receipts());
         let (queue, rx) = mpsc::channel(settings.max_batch.max(1) * 8);
@@ -56,6 +59,7 @@ impl Ingestor {
                 let batching = Batching {
                     max_batch: settings.max_batch.max(1),
                     linger: Duration::from_millis(settings.linger_ms),
+                    connections: connections.clone(),
                 };
                 tokio::spawn(async move { write_loop(db, wake, rx, batching, processor).await })
             })
@@ -90,34 +94,81 @@ impl Ingestor {
 
 /// A batch under this many receipts is small: its commit's fixed cost (a transaction, a
 /// WAL flush, a statement or two planned) is paid by a handful of events. At a live rate of
-/// thousands a second the one writer's queue holds that few per commit, and on PostgreSQL
-/// those commits' fixed cost was most of what the receipts cost (BENCHMARKS.md, issue 18).
-pub const SMALL_BATCH: usize = 8;
+/// thousands a second the one writer's queue holds far fewer per commit, and on PostgreSQL
+/// those commits' fixed cost was most of what the receipts cost (BENCHMARKS.md, issue 18):
+/// commits of 16 instead of 8 took another 12 % of PostgreSQL's CPU at 3,000 events/s.
+pub const SMALL_BATCH: usize = 16;
+
+/// The server's open client connections, counted by its accept loop.
+///
+/// Over HTTP/1.1 a connection carries one request at a time, so a closed loop of senders
+/// (each waits for its answer before it sends again) has at most one receipt per
+/// connection queued, and a writer that waits for more receipts than there are senders
+/// left to send them waits its whole linger on every commit while they wait for it: with
+/// 16 senders, a writer that waited for 16 made ingest 5 % slower, one that waited for 24
+/// 73 % (BENCHMARKS.md). A writer therefore never waits for more than half the open
+/// connections: the other half are sending while its commit runs.
+#[derive(Clone, Debug, Default)]
+pub struct OpenConnections(Arc<AtomicUsize>);
+
+/// One open connection in the count, taken out again when dropped.
+#[derive(Debug)]
+pub struct OpenConnection(Arc<AtomicUsize>);
+
+impl OpenConnections {
+    /// Counts a connection until the returned guard is dropped.
+    pub fn opened(&self) -> OpenConnection {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(self.0.clone())
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// How a writer fills one commit.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Batching {
     max_batch: usize,
     /// How long a small batch waits for more receipts (`receiver.linger_ms`).
     linger: Duration,
+    connections: OpenConnections,
+}
+
+impl Batching {
+    /// How many receipts a batch waits for: `SMALL_BATCH`, but never more than half the
+    /// open connections can send (see [`OpenConnections`]).
+    fn enough(&self) -> usize {
+        SMALL_BATCH
+            .min(self.max_batch)
+            .min(self.connections.count() / 2)
+    }
 }
 
 type Queue = mpsc::Receiver<(Receipt, Reply)>;
 
 /// The next batch: whatever is queued (up to `max_batch`), and when that is a small batch
-/// of more than one, what arrives within the linger until it is not small. A lone receipt
-/// commits at once: nobody else sent during the last commit, so waiting would only delay
-/// it (one sender posting in turn went from 1,700 to 350 events/s when it waited too).
-/// Empty once the queue is closed and drained. Taking the batch holds the queue, so a
-/// second writer takes the next one.
-async fn next_batch(rx: &Mutex<Queue>, batching: Batching) -> Vec<(Receipt, Reply)> {
+/// of more than one, what arrives within the linger until there are [`Batching::enough`].
+/// A lone receipt commits at once: nobody else sent during the last commit, so waiting
+/// would only delay it (one sender posting in turn went from 1,700 to 350 events/s when it
+/// waited too). Empty once the queue is closed and drained. Taking the batch holds the
+/// queue, so a second writer takes the next one.
+async fn next_batch(rx: &Mutex<Queue>, batching: &Batching) -> Vec<(Receipt, Reply)> {
     let mut batch = Vec::new();
     let mut rx = rx.lock().await;
     if rx.recv_many(&mut batch, batching.max_batch).await < 2 || batching.linger.is_zero() {
         return batch;
     }
+    let enough = batching.enough();
     let deadline = Instant::now() + batching.linger;
-    while batch.len() < SMALL_BATCH.min(batching.max_batch) {
+    while batch.len() < enough {
         let room = batching.max_batch - batch.len();
         match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
             Ok(0) | Err(_) => break,
@@ -135,7 +186,7 @@ async fn write_loop(
     processor: Option<Arc<Processor>>,
 ) {
     loop {
-        let batch = next_batch(&rx, batching).await;
+        let batch = next_batch(&rx, &batching).await;
         if batch.is_empty() {
             return;
         }
@@ -246,17 +297,25 @@ mod tests {
         })
     }
 
-    const BATCHING: Batching = Batching {
-        max_batch: 256,
-        linger: Duration::from_millis(2),
-    };
+    /// A writer whose server has `open` connections.
+    fn batching(open: usize) -> Batching {
+        Batching {
+            max_batch: 256,
+            linger: Duration::from_millis(2),
+            connections: OpenConnections(Arc::new(AtomicUsize::new(open))),
+        }
+    }
+
+    /// Enough connections that they never bound the batch.
+    const MANY: usize = 1_000;
 
     #[tokio::test(start_paused = true)]
     async fn a_small_batch_takes_what_arrives_within_the_linger() {
         let (tx, rx) = queue_with(2);
         let started = Instant::now();
         let late = send_later(tx, vec![(1, 2..5), (5, 9..10)]);
-        let batch = next_batch(&rx, BATCHING).await;
+        let batching = batching(MANY);
+        let batch = next_batch(&rx, &batching).await;
         assert_eq!(
             batch.len(),
             5,
@@ -264,15 +323,55 @@ mod tests {
         );
         assert_eq!(
             started.elapsed(),
-            BATCHING.linger,
+            batching.linger,
             "it waited the linger out, no longer"
         );
         late.await.unwrap();
         assert_eq!(
-            next_batch(&rx, BATCHING).await.len(),
+            next_batch(&rx, &batching).await.len(),
             1,
             "the late one is the next batch"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_writer_waits_for_no_more_than_half_the_open_connections() {
+        // 16 senders in a closed loop: the 8 queued are half of them, the other 8 wait for
+        // this commit's answers before they send again, so waiting for them would stall
+        // both halves for the whole linger.
+        let (tx, rx) = queue_with(8);
+        let started = Instant::now();
+        let late = send_later(tx, vec![(1, 8..16)]);
+        assert_eq!(next_batch(&rx, &batching(16)).await.len(), 8);
+        assert_eq!(started.elapsed(), Duration::ZERO, "it did not wait");
+        late.await.unwrap();
+
+        // With 128 open (an open stream from many connections) the same 8 wait for more.
+        let (tx, rx) = queue_with(8);
+        let started = Instant::now();
+        let late = send_later(tx.clone(), vec![(1, 8..12)]);
+        assert_eq!(next_batch(&rx, &batching(128)).await.len(), 12);
+        assert_eq!(started.elapsed(), Duration::from_millis(2), "it waited");
+        late.await.unwrap();
+
+        // Three senders: two queued is already more than half, nothing to wait for.
+        let (tx, rx) = queue_with(2);
+        let started = Instant::now();
+        let late = send_later(tx, vec![(1, 2..3)]);
+        assert_eq!(next_batch(&rx, &batching(3)).await.len(), 2);
+        assert_eq!(started.elapsed(), Duration::ZERO, "it did not wait");
+        late.await.unwrap();
+    }
+
+    #[test]
+    fn the_count_follows_the_connections() {
+        let connections = OpenConnections::default();
+        let (a, b) = (connections.opened(), connections.opened());
+        assert_eq!(connections.count(), 2);
+        drop(a);
+        assert_eq!(connections.count(), 1);
+        drop(b);
+        assert_eq!(connections.count(), 0);
     }
 
     #[tokio::test(start_paused = true)]
@@ -280,7 +379,7 @@ mod tests {
         let (tx, rx) = queue_with(1);
         let started = Instant::now();
         let late = send_later(tx, vec![(1, 1..2)]);
-        assert_eq!(next_batch(&rx, BATCHING).await.len(), 1);
+        assert_eq!(next_batch(&rx, &batching(MANY)).await.len(), 1);
         assert_eq!(started.elapsed(), Duration::ZERO);
         late.await.unwrap();
     }
@@ -289,7 +388,7 @@ mod tests {
     async fn a_batch_that_is_not_small_commits_at_once() {
         let (_tx, rx) = queue_with(SMALL_BATCH);
         let started = Instant::now();
-        assert_eq!(next_batch(&rx, BATCHING).await.len(), SMALL_BATCH);
+        assert_eq!(next_batch(&rx, &batching(MANY)).await.len(), SMALL_BATCH);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
@@ -298,7 +397,7 @@ mod tests {
         let (tx, rx) = queue_with(2);
         let started = Instant::now();
         let late = send_later(tx, vec![(1, 2..SMALL_BATCH + 2)]);
-        let batch = next_batch(&rx, BATCHING).await;
+        let batch = next_batch(&rx, &batching(MANY)).await;
         assert!(batch.len() >= SMALL_BATCH, "{}", batch.len());
         assert_eq!(started.elapsed(), Duration::from_millis(1));
         late.await.unwrap();
@@ -310,9 +409,9 @@ mod tests {
         let started = Instant::now();
         let batching = Batching {
             linger: Duration::ZERO,
-            ..BATCHING
+            ..batching(MANY)
         };
-        assert_eq!(next_batch(&rx, batching).await.len(), 2);
+        assert_eq!(next_batch(&rx, &batching).await.len(), 2);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
@@ -321,15 +420,15 @@ mod tests {
         let (tx, rx) = queue_with(5);
         let batching = Batching {
             max_batch: 3,
-            ..BATCHING
+            ..batching(MANY)
         };
-        assert_eq!(next_batch(&rx, batching).await.len(), 3);
+        assert_eq!(next_batch(&rx, &batching).await.len(), 3);
         drop(tx);
         assert_eq!(
-            next_batch(&rx, batching).await.len(),
+            next_batch(&rx, &batching).await.len(),
             2,
             "drained after the close"
         );
-        assert!(next_batch(&rx, batching).await.is_empty());
+        assert!(next_batch(&rx, &batching).await.is_empty());
     }
 }

@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use crate::admin::StoreBackend;
 use crate::alerts::Alerter;
 use crate::config::{Providers, Settings};
-use crate::ingest::Ingestor;
+use crate::ingest::{Ingestor, OpenConnections};
 use crate::processor::{spawn_pg_listener, Processor, ProcessorParts};
 use crate::relay::{sinks::Sinks, Relay};
 use crate::store::{Backend, Db};
@@ -223,12 +223,16 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         ))
     });
 
+    // The connections of the listener that takes webhooks, which the receipt writers
+    // look at to tell how many more receipts may come (`ingest::OpenConnections`).
+    let webhook_connections = OpenConnections::default();
     let webhooks = if settings.receiver.enabled {
         let (ingestor, writers) = Ingestor::start(
             db.clone(),
             wake.clone(),
             &settings.receiver,
             processor.clone(),
+            webhook_connections.clone(),
         );
         background.extend(writers);
         Some(WebhookState {
@@ -336,10 +340,24 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 access: Some(access),
                 demo: settings.demo,
             });
-            let (a, task) = listen(settings.listen, webhook_router, &settings, &shutdown).await?;
+            let (a, task) = listen(
+                settings.listen,
+                webhook_router,
+                &settings,
+                &shutdown,
+                webhook_connections,
+            )
+            .await?;
             addr = a;
             http.push(task);
-            let (a, task) = listen(admin, admin_router, &settings, &shutdown).await?;
+            let (a, task) = listen(
+                admin,
+                admin_router,
+                &settings,
+                &shutdown,
+                OpenConnections::default(),
+            )
+            .await?;
             admin_addr = a;
             http.push(task);
         }
@@ -352,7 +370,14 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 access: Some(access),
                 demo: settings.demo,
             });
-            let (a, task) = listen(settings.listen, router, &settings, &shutdown).await?;
+            let (a, task) = listen(
+                settings.listen,
+                router,
+                &settings,
+                &shutdown,
+                webhook_connections,
+            )
+            .await?;
             addr = a;
             admin_addr = a;
             http.push(task);
@@ -391,12 +416,14 @@ pub fn check_listeners(settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Binds `addr` and serves `router` there until `shutdown`, with the configured limits.
+/// Binds `addr` and serves `router` there until `shutdown`, with the configured limits,
+/// counting its open connections in `connections`.
 async fn listen(
     addr: SocketAddr,
     router: axum::Router,
     settings: &Settings,
     shutdown: &CancellationToken,
+    connections: OpenConnections,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<anyhow::Result<()>>)> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -405,7 +432,7 @@ async fn listen(
     let limits = settings.server.clone();
     let token = shutdown.clone();
     let task = tokio::spawn(async move {
-        serve(listener, router, limits, token).await;
+        serve(listener, router, limits, token, connections).await;
         // The router (and with it every Ingestor clone) is dropped here, which lets the
         // ingest writers drain their queue and stop.
         Ok(())
@@ -487,6 +514,7 @@ async fn serve(
     router: axum::Router,
     limits: crate::config::ServerSettings,
     shutdown: CancellationToken,
+    counted: OpenConnections,
 ) {
     use axum::error_handling::HandleErrorLayer;
     use axum::http::StatusCode;
@@ -554,6 +582,7 @@ async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
+        let counted = counted.opened();
         // The peer (axum's ConnectInfo) and the client it speaks for, once per request.
         let proxies = proxies.clone();
         let with_peer = tower::ServiceExt::map_request(
@@ -574,6 +603,7 @@ async fn serve(
         tokio::spawn(async move {
             let _ = connection.await;
             drop(address_slot);
+            drop(counted);
             drop(permit);
         });
     }
