@@ -735,7 +735,7 @@ impl Default for Settings {
                 commit_timeout_ms: 5_000,
                 max_batch: 256,
                 writers: 1,
-                linger_ms: 1,
+                linger_ms: 3,
             },
             processor: ProcessorSettings {
                 enabled: true,
