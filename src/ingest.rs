@@ -334,33 +334,45 @@ mod tests {
         );
     }
 
+    /// What a writer with `open` connections takes when `queued` receipts wait and the
+    /// `arriving` ones come 1 ms later: the batch's size and how long it waited.
+    async fn batch_with(
+        open: usize,
+        queued: usize,
+        arriving: std::ops::Range<usize>,
+    ) -> (usize, Duration) {
+        let (tx, rx) = queue_with(queued);
+        let started = Instant::now();
+        // A clone keeps the queue open, so only the linger or the count ends the wait.
+        let late = send_later(tx.clone(), vec![(1, arriving)]);
+        let taken = next_batch(&rx, &batching(open)).await.len();
+        let waited = started.elapsed();
+        late.await.unwrap();
+        (taken, waited)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_writer_waits_for_no_more_than_half_the_open_connections() {
         // 16 senders in a closed loop: the 8 queued are half of them, the other 8 wait for
         // this commit's answers before they send again, so waiting for them would stall
         // both halves for the whole linger.
-        let (tx, rx) = queue_with(8);
-        let started = Instant::now();
-        let late = send_later(tx, vec![(1, 8..16)]);
-        assert_eq!(next_batch(&rx, &batching(16)).await.len(), 8);
-        assert_eq!(started.elapsed(), Duration::ZERO, "it did not wait");
-        late.await.unwrap();
-
+        assert_eq!(
+            batch_with(16, 8, 8..16).await,
+            (8, Duration::ZERO),
+            "it did not wait"
+        );
         // With 128 open (an open stream from many connections) the same 8 wait for more.
-        let (tx, rx) = queue_with(8);
-        let started = Instant::now();
-        let late = send_later(tx.clone(), vec![(1, 8..12)]);
-        assert_eq!(next_batch(&rx, &batching(128)).await.len(), 12);
-        assert_eq!(started.elapsed(), Duration::from_millis(2), "it waited");
-        late.await.unwrap();
-
+        assert_eq!(
+            batch_with(128, 8, 8..12).await,
+            (12, Duration::from_millis(2)),
+            "it waited"
+        );
         // Three senders: two queued is already more than half, nothing to wait for.
-        let (tx, rx) = queue_with(2);
-        let started = Instant::now();
-        let late = send_later(tx, vec![(1, 2..3)]);
-        assert_eq!(next_batch(&rx, &batching(3)).await.len(), 2);
-        assert_eq!(started.elapsed(), Duration::ZERO, "it did not wait");
-        late.await.unwrap();
+        assert_eq!(
+            batch_with(3, 2, 2..3).await,
+            (2, Duration::ZERO),
+            "it did not wait"
+        );
     }
 
     #[test]
