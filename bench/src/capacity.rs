@@ -181,6 +181,15 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_seconds_line_pairs_each_second_with_the_servers_own_p99() {
+        let mut p = probe(60);
+        p.by_second = vec![(0, 40), (1, 308), (2, 55)];
+        p.stamped_by_second = vec![(0, 18), (1, 153)];
+        assert_eq!(p.by_second_line(), "0:40/18 1:308/153 2:55/-");
+        assert_eq!(p.slow_seconds(100), (1, Some((1, 308))));
+    }
+
     /// Against a server that sustains exactly `capacity`, the search ends within 5 % below it.
     fn search(capacity: f64, start: f64, probes: usize) -> (Option<f64>, usize) {
         let mut s = Search::new(start, probes);

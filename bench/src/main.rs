@@ -91,6 +91,9 @@ pub struct BenchArgs {
     /// Seconds each capacity probe offers its rate [default: 60; 5 with --quick].
     #[arg(long)]
     pub capacity_window_secs: Option<u64>,
+    /// Print each capacity probe's p99 for every second of receipt.
+    #[arg(long)]
+    pub capacity_seconds: bool,
     /// Probes of the capacity search at most [default: 7; 3 with --quick].
     #[arg(long)]
     pub capacity_probes: Option<usize>,
@@ -185,6 +188,7 @@ struct Ctx {
     autovacuum: Option<bool>,
     verify_orders: i64,
     capacity_window: Duration,
+    capacity_seconds: bool,
     capacity_probes: usize,
     capacity_start: Option<f64>,
 }
@@ -256,6 +260,22 @@ impl Latency {
             .count();
         let worst = self.by_second.iter().copied().max_by_key(|(_, p)| *p);
         (slow, worst)
+    }
+
+    /// Every second's p99 as `second:watcher/stamped` (ms), `-` where the server's stamps
+    /// have no event of that second: `--capacity-seconds`, to match slow seconds with what
+    /// the machine did then (checkpoints, writeback, CPU).
+    pub fn by_second_line(&self) -> String {
+        self.by_second
+            .iter()
+            .map(|(s, p)| {
+                let stamped = self
+                    .stamped_p99_at(*s)
+                    .map_or_else(|| "-".to_string(), |q| q.to_string());
+                format!("{s}:{p}/{stamped}")
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The server's own p99 (`processed_at` − received at) in the second `second`.
@@ -537,6 +557,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         soak_secs: args.soak_secs.unwrap_or(if quick { 30 } else { 300 }),
         soak_rate: args.soak_rate,
         autovacuum: args.autovacuum,
+        capacity_seconds: args.capacity_seconds,
         capacity_window: Duration::from_secs(
             args.capacity_window_secs
                 .unwrap_or(if quick { 5 } else { 60 })
@@ -950,6 +971,12 @@ async fn bench_database(
                 capacity::P99_BOUND_MS,
                 worst.map_or("-".into(), |(s, p)| format!("{s} s in: p99 {p} ms"))
             ));
+            if ctx.capacity_seconds {
+                progress(format!(
+                    "  p99 by second of receipt (watcher / server's stamps, ms): {}",
+                    probe.by_second_line()
+                ));
+            }
             // Tells a stall of the server from a slow look of the watcher.
             progress(format!(
                 "  in that second by the server's own stamps (processed_at, at work start): \
