@@ -4,11 +4,10 @@
 //! before their row is durable. When only a few are queued it waits up to
 //! `receiver.linger_ms` for more, so a live stream's receipts share commits too.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Mutex, Notify};
+use tokio::sync::{mpsc, oneshot, Mutex, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::warn;
@@ -99,7 +98,9 @@ impl Ingestor {
 /// commits of 16 instead of 8 took another 12 % of PostgreSQL's CPU at 3,000 events/s.
 pub const SMALL_BATCH: usize = 16;
 
-/// The server's open client connections, counted by its accept loop.
+/// The slots of a listener's open client connections: its accept loop takes one before it
+/// accepts (at most `server.max_connections` open; more wait in the kernel's accept queue)
+/// and each connection holds its slot until it closes. The receipt writers read the count.
 ///
 /// Over HTTP/1.1 a connection carries one request at a time, so a closed loop of senders
 /// (each waits for its answer before it sends again) has at most one receipt per
@@ -108,28 +109,34 @@ pub const SMALL_BATCH: usize = 16;
 /// 16 senders, a writer that waited for 16 made ingest 5 % slower, one that waited for 24
 /// 73 % (BENCHMARKS.md). A writer therefore never waits for more than half the open
 /// connections: the other half are sending while its commit runs.
-#[derive(Clone, Debug, Default)]
-pub struct OpenConnections(Arc<AtomicUsize>);
-
-/// One open connection in the count, taken out again when dropped.
-#[derive(Debug)]
-pub struct OpenConnection(Arc<AtomicUsize>);
-
-impl OpenConnections {
-    /// Counts a connection until the returned guard is dropped.
-    pub fn opened(&self) -> OpenConnection {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        OpenConnection(self.0.clone())
-    }
-
-    pub fn count(&self) -> usize {
-        self.0.load(Ordering::Relaxed)
-    }
+#[derive(Clone, Debug)]
+pub struct OpenConnections {
+    slots: Arc<Semaphore>,
+    max: usize,
 }
 
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+impl OpenConnections {
+    /// Room for `max` open connections (at least one).
+    pub fn new(max: usize) -> Self {
+        let max = max.max(1);
+        OpenConnections {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// A slot for one connection, waited for while `max` are open; freed when dropped.
+    pub async fn slot(&self) -> OwnedSemaphorePermit {
+        self.slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the slots are never closed")
+    }
+
+    /// Slots taken: the open connections, and the one the accept loop holds for the next.
+    pub fn count(&self) -> usize {
+        self.max - self.slots.available_permits()
     }
 }
 
@@ -299,10 +306,19 @@ mod tests {
 
     /// A writer whose server has `open` connections.
     fn batching(open: usize) -> Batching {
+        let connections = OpenConnections::new(open);
+        if let Ok(taken) = connections
+            .slots
+            .clone()
+            .try_acquire_many_owned(open as u32)
+        {
+            taken.forget();
+        }
+        assert_eq!(connections.count(), open);
         Batching {
             max_batch: 256,
             linger: Duration::from_millis(2),
-            connections: OpenConnections(Arc::new(AtomicUsize::new(open))),
+            connections,
         }
     }
 
@@ -375,11 +391,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_count_follows_the_connections() {
-        let connections = OpenConnections::default();
-        let (a, b) = (connections.opened(), connections.opened());
+    #[tokio::test]
+    async fn the_count_follows_the_connections_and_the_slots_cap_them() {
+        let connections = OpenConnections::new(2);
+        let (a, b) = (connections.slot().await, connections.slot().await);
         assert_eq!(connections.count(), 2);
+        let third = tokio::time::timeout(Duration::from_millis(20), connections.slot()).await;
+        assert!(
+            third.is_err(),
+            "a third connection waits while two are open"
+        );
         drop(a);
         assert_eq!(connections.count(), 1);
         drop(b);

@@ -225,7 +225,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
 
     // The connections of the listener that takes webhooks, which the receipt writers
     // look at to tell how many more receipts may come (`ingest::OpenConnections`).
-    let webhook_connections = OpenConnections::default();
+    let webhook_connections = OpenConnections::new(settings.server.max_connections);
     let webhooks = if settings.receiver.enabled {
         let (ingestor, writers) = Ingestor::start(
             db.clone(),
@@ -355,7 +355,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 admin_router,
                 &settings,
                 &shutdown,
-                OpenConnections::default(),
+                OpenConnections::new(settings.server.max_connections),
             )
             .await?;
             admin_addr = a;
@@ -416,8 +416,8 @@ pub fn check_listeners(settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Binds `addr` and serves `router` there until `shutdown`, with the configured limits,
-/// counting its open connections in `connections`.
+/// Binds `addr` and serves `router` there until `shutdown`, with the configured limits and
+/// its open connections held in the slots of `connections`.
 async fn listen(
     addr: SocketAddr,
     router: axum::Router,
@@ -504,9 +504,9 @@ impl Drop for AddressSlot {
     }
 }
 
-/// The accept loop: at most `max_connections` open connections (more wait in the kernel's
-/// accept queue) and `max_connections_per_address` from one address, hyper's header-read
-/// timer against slow clients, a deadline for the whole body and the request (408), and
+/// The accept loop: at most `server.max_connections` open connections (the slots of
+/// `connections`; more wait in the kernel's accept queue) and `max_connections_per_address`
+/// from one address, hyper's header-read timer against slow clients, a deadline for the whole body and the request (408), and
 /// load shedding (503) around the router; each request carries its [`ClientAddr`]. On
 /// shutdown, stop accepting and let open connections finish their requests.
 async fn serve(
@@ -514,7 +514,7 @@ async fn serve(
     router: axum::Router,
     limits: crate::config::ServerSettings,
     shutdown: CancellationToken,
-    counted: OpenConnections,
+    connections: OpenConnections,
 ) {
     use axum::error_handling::HandleErrorLayer;
     use axum::http::StatusCode;
@@ -546,11 +546,10 @@ async fn serve(
     http1
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms));
-    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let permit = tokio::select! {
-            permit = connections.clone().acquire_owned() => permit.expect("never closed"),
+            permit = connections.slot() => permit,
             _ = shutdown.cancelled() => break,
         };
         let (stream, peer) = tokio::select! {
@@ -582,7 +581,6 @@ async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let counted = counted.opened();
         // The peer (axum's ConnectInfo) and the client it speaks for, once per request.
         let proxies = proxies.clone();
         let with_peer = tower::ServiceExt::map_request(
@@ -603,7 +601,6 @@ async fn serve(
         tokio::spawn(async move {
             let _ = connection.await;
             drop(address_slot);
-            drop(counted);
             drop(permit);
         });
     }
