@@ -138,6 +138,18 @@ fn describe() {
         Unit::Seconds,
         "Age of the newest consistency check (absent until one has run)"
     );
+    describe_counter!(
+        "oncehook_commit_failures_total",
+        "Write transactions the database refused, by writer (receipts, processor, relay, heartbeat, …) and cause (disk_full, io_error, unreachable, other)"
+    );
+    describe_counter!(
+        "oncehook_write_connections_discarded_total",
+        "Write connections closed on release because they were still inside a transaction (after a failed commit)"
+    );
+    describe_gauge!(
+        "oncehook_database_commit_failing",
+        "1 while the database cannot commit (the same state /healthz answers 503 for), else 0"
+    );
     describe_gauge!(
         "oncehook_dead_letters_oldest_open_age_seconds",
         Unit::Seconds,
@@ -170,6 +182,22 @@ pub fn processed(outcome: &'static str, received_at_ms: i64, now: i64) {
         let secs = (now - received_at_ms).max(0) as f64 / 1000.0;
         histogram!(PROCESSING_LATENCY).record(secs);
     }
+}
+
+/// A write transaction failed: `writer` and `cause` come from fixed sets
+/// (`store::health`), never from the error's text.
+pub fn commit_failed(writer: &'static str, cause: &'static str) {
+    counter!("oncehook_commit_failures_total", "writer" => writer, "cause" => cause).increment(1);
+}
+
+/// A write connection was closed on release instead of reused (`store::connections`).
+pub fn connection_discarded() {
+    counter!("oncehook_write_connections_discarded_total").increment(1);
+}
+
+/// Whether the database can commit now (`store::health`).
+pub fn commit_failing(failing: bool) {
+    gauge!("oncehook_database_commit_failing").set(if failing { 1.0 } else { 0.0 });
 }
 
 /// One commit of the receiver's writer stored `receipts` receipts.

@@ -139,22 +139,27 @@ impl Access {
                     .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
                     .synchronous(sqlx::sqlite::SqliteSynchronous::Full)
                     .busy_timeout(Duration::from_secs(5));
-                let pool = sqlx::sqlite::SqlitePoolOptions::new()
-                    .max_connections(2)
-                    .connect_with(options)
-                    .await
-                    .context("opening the session store")?;
+                let pool = crate::store::connections::discard_unfinished_transactions(
+                    sqlx::sqlite::SqlitePoolOptions::new().max_connections(2),
+                    true,
+                )
+                .connect_with(options)
+                .await
+                .context("opening the session store")?;
                 let store = SqliteStore::new(pool);
                 store.migrate().await.context("session table")?;
                 Store::Sqlite(store)
             }
             Backend::Postgres => {
-                let pool = sqlx::postgres::PgPoolOptions::new()
-                    .max_connections(4)
-                    .acquire_timeout(Duration::from_secs(3))
-                    .connect(db.url())
-                    .await
-                    .context("opening the session store")?;
+                let pool = crate::store::connections::discard_unfinished_transactions(
+                    sqlx::postgres::PgPoolOptions::new()
+                        .max_connections(4)
+                        .acquire_timeout(Duration::from_secs(3)),
+                    false,
+                )
+                .connect(db.url())
+                .await
+                .context("opening the session store")?;
                 let store = PostgresStore::new(pool);
                 store.migrate().await.context("session table")?;
                 Store::Postgres(store)

@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod commands;
+pub mod connections;
 pub mod dead_letters;
 pub mod effects;
 pub mod event_detail;
@@ -269,7 +270,7 @@ impl Db {
                     })
                 })
         };
-        let write = pool(1, pragmas)
+        let write = connections::discard_unfinished_transactions(pool(1, pragmas), true)
             .connect_with(options.clone())
             .await
             .context("opening SQLite")?;
@@ -317,9 +318,12 @@ impl Db {
         // scans of the whole table (27–53 ms per batch at 4,000 orders, growing with
         // every order) instead of index probes; processing a 20k backlog went from 973 to
         // 1,637 effects/s with this alone. Planning costs a fraction of a millisecond.
-        let write = pool(
-            16,
-            "SET synchronous_commit = on; SET plan_cache_mode = force_custom_plan",
+        let write = connections::discard_unfinished_transactions(
+            pool(
+                16,
+                "SET synchronous_commit = on; SET plan_cache_mode = force_custom_plan",
+            ),
+            false,
         )
         .connect_with(options.clone())
         .await
@@ -328,10 +332,13 @@ impl Db {
         // that does not depend on the tables' size, so PostgreSQL may cache it (the default
         // plan_cache_mode). Planning each receipt batch's INSERT was a third of the
         // planning time of a server under load (pg_stat_statements, BENCHMARKS.md).
-        let receipts = pool(16, "SET synchronous_commit = on")
-            .connect_with(options.clone())
-            .await
-            .context("connecting to PostgreSQL")?;
+        let receipts = connections::discard_unfinished_transactions(
+            pool(16, "SET synchronous_commit = on"),
+            false,
+        )
+        .connect_with(options.clone())
+        .await
+        .context("connecting to PostgreSQL")?;
         let read = pool(READ_POOL_SIZE, "SET default_transaction_read_only = on")
             .connect_with(options)
             .await
