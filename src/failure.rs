@@ -98,6 +98,14 @@ pub fn classify_db_error(error: &anyhow::Error) -> ErrorClass {
                         || code.starts_with("08")
                         || message.contains("database is locked")
                         || message.contains("busy");
+                    // A full disk or an I/O error clears when space or the disk comes
+                    // back: retry, never dead-letter for it.
+                    let transient = transient
+                        || matches!(
+                            crate::store::health::Cause::of_sqlx(e),
+                            crate::store::health::Cause::DiskFull
+                                | crate::store::health::Cause::IoError
+                        );
                     if transient {
                         ErrorClass::Transient
                     } else {

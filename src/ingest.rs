@@ -14,6 +14,7 @@ use tracing::warn;
 
 use crate::config::ReceiverSettings;
 use crate::processor::{AppliedWithReceipts, Processor};
+use crate::store::health::Writer;
 use crate::store::ingest::{store_receipts, store_receipts_in, Receipt, Stored};
 use crate::store::{Backend, Db};
 
@@ -202,6 +203,7 @@ async fn write_loop(
             Some(processor) => store_and_apply(&db, processor, &receipts).await,
             None => store_receipts(&db, &receipts).await.map(|s| (s, None)),
         };
+        let committed = db.health().record(Writer::Receipts, committed);
         match committed {
             Ok((stored, applied)) => {
                 crate::metrics::receipt_commit(receipts.len());

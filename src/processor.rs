@@ -268,6 +268,10 @@ impl Processor {
             } else {
                 self.handle_group(group, shutdown).await
             };
+            let handled = self
+                .db
+                .health()
+                .record(crate::store::health::Writer::Processor, handled);
             if let Err(error) = handled {
                 // Nothing of the group was committed: its leases run out and the rows are
                 // claimed again, like after a crash.

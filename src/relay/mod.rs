@@ -102,6 +102,9 @@ impl Relay {
             Err(error) => {
                 // Database trouble while recording: the leases expire and the rows are
                 // sent again, with the same keys.
+                self.db
+                    .health()
+                    .failed(crate::store::health::Writer::Relay, &error, now_ms());
                 warn!(
                     error = format!("{error:#}"),
                     class = classify_db_error(&error).as_str(),
@@ -156,6 +159,9 @@ impl Relay {
             Err(error) => {
                 // Database trouble while recording: the lease expires and the row is sent
                 // again, with the same key.
+                self.db
+                    .health()
+                    .failed(crate::store::health::Writer::Relay, &error, now_ms());
                 warn!(
                     error = format!("{error:#}"),
                     class = classify_db_error(&error).as_str(),

@@ -272,7 +272,11 @@ pub fn spawn_heartbeat(db: Db, shutdown: CancellationToken) -> JoinHandle<()> {
                 _ = shutdown.cancelled() => break,
             }
             let now = now_ms();
-            if let Err(e) = beat(&db, now).await {
+            // The heartbeat is also the probe that sees the disk come back (store::health).
+            if let Err(e) = db
+                .health()
+                .record(super::health::Writer::Heartbeat, beat(&db, now).await)
+            {
                 warn!(error = %e, "heartbeat failed");
                 continue;
             }

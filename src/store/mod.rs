@@ -8,6 +8,7 @@ pub mod connections;
 pub mod dead_letters;
 pub mod effects;
 pub mod event_detail;
+pub mod health;
 pub mod idempotency;
 pub mod inbox;
 pub mod ingest;
@@ -70,6 +71,8 @@ pub struct Db {
     instance_id: std::sync::Arc<str>,
     /// Overview counts waiting to be written (store::rollup).
     rollup: std::sync::Arc<rollup::Rollup>,
+    /// Whether the database can commit now, as the writers saw it (store::health).
+    health: std::sync::Arc<health::CommitHealth>,
 }
 
 /// A pool's open PostgreSQL sessions, as PostgreSQL reports them: the settings that decide
@@ -286,6 +289,7 @@ impl Db {
             url,
             instance_id: new_instance_id(),
             rollup: Default::default(),
+            health: Default::default(),
         })
     }
 
@@ -351,6 +355,7 @@ impl Db {
             url: url.to_string(),
             instance_id: new_instance_id(),
             rollup: Default::default(),
+            health: Default::default(),
         })
     }
 
@@ -364,6 +369,11 @@ impl Db {
             .await
             .context("running migrations")?;
         Ok(())
+    }
+
+    /// Whether the database can commit now (`store::health`): writers record here.
+    pub fn health(&self) -> &health::CommitHealth {
+        &self.health
     }
 
     pub fn writer(&self) -> &AnyPool {
