@@ -2,6 +2,9 @@
 //! optional HTTP webhook with a Slack-compatible body (`{"text": …}`). Rate-limited: at most
 //! one post per interval; what arrives meanwhile is summed up in the next post, so a storm
 //! sends a summary, not thousands of messages.
+//!
+//! Also one alert when the database stops committing and one when it commits again
+//! (`watch_commits`), from the outages `store::health` sees.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,9 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
+
+use crate::store::health::Outage;
 
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -180,10 +186,7 @@ async fn send_loop(
         while rx.recv().await.is_some() {}
         return;
     };
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("HTTP client");
+    let http = alert_client();
     let interval = Duration::from_secs(settings.min_interval_secs);
     while let Some(first) = rx.recv().await {
         let mut window = vec![first];
@@ -198,6 +201,13 @@ async fn send_loop(
     }
 }
 
+fn alert_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("HTTP client")
+}
+
 async fn post(http: &reqwest::Client, url: &str, text: &str) {
     let result = http
         .post(url)
@@ -208,6 +218,77 @@ async fn post(http: &reqwest::Client, url: &str, text: &str) {
     if let Err(e) = result {
         error!(error = %e.without_url(), "alert webhook failed");
     }
+}
+
+/// The alert that an outage began.
+pub fn outage_text(outage: &Outage) -> String {
+    format!(
+        ":rotating_light: oncehook: {}. Webhooks are answered 503 with Retry-After (providers \
+         retry them) and /healthz is 503 until it commits again.",
+        outage.describe()
+    )
+}
+
+/// The alert that it ended.
+pub fn recovery_text(outage: &Outage, now_ms: i64) -> String {
+    let secs = (now_ms - outage.since_ms).max(0) / 1000;
+    format!(
+        ":white_check_mark: oncehook commits again, after {secs} s ({}).",
+        outage.cause.describe()
+    )
+}
+
+/// Follows `store::health`'s outages until `shutdown`: sets
+/// `oncehook_database_commit_failing`, logs each start and end, and posts one alert per
+/// outage and one when it ends. A flapping disk posts at most one outage per
+/// `min_interval_secs`; the rest are logged (and counted in the metrics).
+pub fn watch_commits(
+    settings: AlertSettings,
+    mut changes: watch::Receiver<Option<Outage>>,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        crate::metrics::commit_failing(false);
+        let http = alert_client();
+        let interval = Duration::from_secs(settings.min_interval_secs);
+        let mut last_post: Option<tokio::time::Instant> = None;
+        let mut current: Option<(Outage, bool)> = None;
+        loop {
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { break },
+                _ = shutdown.cancelled() => break,
+            }
+            let now = changes.borrow_and_update().clone();
+            crate::metrics::commit_failing(now.is_some());
+            match now {
+                Some(outage) => {
+                    error!(
+                        cause = outage.cause.as_str(),
+                        writer = outage.writer.as_str(),
+                        "{}",
+                        outage.describe()
+                    );
+                    let post_it = last_post.is_none_or(|at| at.elapsed() >= interval);
+                    if post_it {
+                        last_post = Some(tokio::time::Instant::now());
+                        if let Some(url) = &settings.webhook_url {
+                            post(&http, url, &outage_text(&outage)).await;
+                        }
+                    }
+                    current = Some((outage, post_it));
+                }
+                None => {
+                    if let Some((outage, posted)) = current.take() {
+                        let text = recovery_text(&outage, crate::store::now_ms());
+                        warn!("{text}");
+                        if let (true, Some(url)) = (posted, &settings.webhook_url) {
+                            post(&http, url, &text).await;
+                        }
+                    }
+                }
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -207,6 +207,11 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let wake = Arc::new(Notify::new());
 
     let (alerter, alert_task) = Alerter::start(settings.alerts.clone());
+    background.push(crate::alerts::watch_commits(
+        settings.alerts.clone(),
+        db.health().subscribe(),
+        shutdown.clone(),
+    ));
     let outbox_wake = Arc::new(Notify::new());
     let processor = settings.processor.enabled.then(|| {
         Arc::new(Processor::new(

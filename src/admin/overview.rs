@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use app::backend::{
     CommandKpis, DriftCheck, MoneyMoved, Overview, OverviewPoint, ProviderDelay, Range,
-    ReconciliationKpis, TimeToResolve,
+    ReconciliationKpis, StorageOutage, TimeToResolve,
 };
 
 use crate::store::read::rfc3339;
@@ -46,6 +46,11 @@ pub async fn overview(db: &Db, range: Range, confirm_within_ms: i64) -> anyhow::
     o.backlog_oldest_age_secs = age(backlog_oldest);
     o.dlq_open = dlq_open;
     o.dlq_oldest_age_secs = age(dlq_oldest);
+    o.storage_outage = db.health().outage().map(|outage| StorageOutage {
+        reason: outage.cause.describe().to_string(),
+        since: rfc3339(outage.since_ms),
+        age_secs: ((now - outage.since_ms) / 1000).max(0),
+    });
     o.drift = crate::store::verify::last_run(db)
         .await?
         .map(|run| DriftCheck {
@@ -221,6 +226,7 @@ pub fn summarize(
     });
     Overview {
         range,
+        storage_outage: None,
         received: get("received"),
         duplicates: get("redelivered"),
         signature_failures: get("signature_failed"),

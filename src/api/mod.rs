@@ -84,6 +84,12 @@ impl IntoResponse for ApiError {
                 HeaderValue::from_static("Bearer realm=\"oncehook\""),
             );
         }
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            // The database could not answer or commit: nothing was done, try again.
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
         response
     }
 }

@@ -192,10 +192,23 @@ async fn metrics(State(db): State<Db>) -> axum::response::Response {
     }
 }
 
-/// 200 when the database answers, 503 when it does not (load balancers take us out).
-async fn health(State(db): State<Db>) -> (StatusCode, &'static str) {
+/// 200 when the database answers and commits; 503 with the reason and `Retry-After` while
+/// it cannot commit (`store::health`) or does not answer, so a load balancer stops sending.
+async fn health(State(db): State<Db>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let unavailable = |reason: String| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(axum::http::header::RETRY_AFTER, "5")],
+            reason,
+        )
+            .into_response()
+    };
+    if let Some(outage) = db.health().outage() {
+        return unavailable(outage.describe());
+    }
     match sqlx::query("SELECT 1").execute(db.reader()).await {
-        Ok(_) => (StatusCode::OK, "ok"),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
+        Ok(_) => (StatusCode::OK, "ok").into_response(),
+        Err(_) => unavailable("the database is unreachable".into()),
     }
 }

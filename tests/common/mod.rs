@@ -108,28 +108,45 @@ impl TestDb {
                     pg: None,
                 }
             }
-            Kind::Postgres => {
-                let base = postgres_base_url().expect("PostgreSQL URL");
-                let name = random_name("oncehook_test");
-                let admin = connect_admin(&base).await;
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&admin)
-                    .await
-                    .unwrap_or_else(|e| {
-                        panic!("PostgreSQL at {base} unreachable or refusing CREATE DATABASE: {e}")
-                    });
-                admin.close().await;
-                let url = match base.rfind('/') {
-                    Some(i) if i > "postgres://".len() => format!("{}/{name}", &base[..i]),
-                    _ => format!("{base}/{name}"),
-                };
-                TestDb {
-                    url,
-                    _dir: None,
-                    pg: Some((base, name)),
-                }
-            }
+            Kind::Postgres => Self::postgres_with("").await,
         }
+    }
+
+    /// A new PostgreSQL database created with `clause` (`TABLESPACE small`).
+    pub async fn postgres_with(clause: &str) -> TestDb {
+        let base = postgres_base_url().expect("PostgreSQL URL");
+        let name = random_name("oncehook_test");
+        let admin = connect_admin(&base).await;
+        sqlx::query(&format!("CREATE DATABASE {name} {clause}"))
+            .execute(&admin)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("PostgreSQL at {base} unreachable or refusing CREATE DATABASE: {e}")
+            });
+        admin.close().await;
+        let url = match base.rfind('/') {
+            Some(i) if i > "postgres://".len() => format!("{}/{name}", &base[..i]),
+            _ => format!("{base}/{name}"),
+        };
+        TestDb {
+            url,
+            _dir: None,
+            pg: Some((base, name)),
+        }
+    }
+
+    /// A SQLite database file at `path` (a directory the test owns, e.g. a small tmpfs).
+    pub fn sqlite_at(path: &std::path::Path) -> TestDb {
+        TestDb {
+            url: format!("sqlite://{}", path.display()),
+            _dir: None,
+            pg: None,
+        }
+    }
+
+    /// The PostgreSQL database's name, for statements about it (`pg_terminate_backend`).
+    pub fn postgres_name(&self) -> Option<&str> {
+        self.pg.as_ref().map(|(_, name)| name.as_str())
     }
 
     pub async fn connect(&self) -> Db {
@@ -139,7 +156,7 @@ impl TestDb {
     }
 }
 
-async fn connect_admin(base: &str) -> sqlx::AnyPool {
+pub async fn connect_admin(base: &str) -> sqlx::AnyPool {
     sqlx::any::install_default_drivers();
     sqlx::any::AnyPoolOptions::new()
         .max_connections(1)

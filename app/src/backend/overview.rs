@@ -81,6 +81,18 @@ pub struct MoneyMoved {
     pub disputed: i64,
 }
 
+/// The database cannot commit: webhooks are answered 503 (providers retry them) and
+/// `/healthz` is 503 until it can again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct StorageOutage {
+    /// For people: "the disk is full".
+    pub reason: String,
+    /// RFC 3339, UTC: the first failed commit.
+    pub since: String,
+    pub age_secs: i64,
+}
+
 /// The newest consistency check (`oncehook verify` or serve's periodic job): orders whose
 /// stored status or totals differ from what their facts give.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -148,6 +160,9 @@ pub struct CommandKpis {
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Overview {
     pub range: Range,
+    /// Set while this server's database cannot commit (a full disk, an I/O error, the
+    /// database unreachable): what the overview's red banner says.
+    pub storage_outage: Option<StorageOutage>,
     /// Events received (first deliveries) and redeliveries.
     pub received: i64,
     pub duplicates: i64,

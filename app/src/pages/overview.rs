@@ -254,7 +254,20 @@ fn OverviewView(o: Overview) -> impl IntoView {
             .collect(),
     }];
     let money_rows = o.money.clone();
+    let outage = o.storage_outage.clone();
     view! {
+        {outage.map(|out| view! {
+            <section class="panel panel-error storage-outage" id="storage-outage" role="alert">
+                <h2>{format!("The database cannot commit: {}", out.reason)}</h2>
+                <p>{format!(
+                    "Since {} ({} ago). Webhooks are answered 503 with Retry-After, so providers \
+                     send them again; nothing acknowledged is lost. /healthz answers 503, so a \
+                     load balancer stops sending here. This clears by itself once a commit \
+                     succeeds.",
+                    out.since, age(out.age_secs)
+                )}</p>
+            </section>
+        })}
         <dl class="kpis" id="kpis">
             <Kpi id="kpi-received" label="Events received" value=thousands(o.received)
                 note=format!("{} redelivered ({} of deliveries)", thousands(o.duplicates), pct(o.duplicate_rate()))/>
