@@ -112,7 +112,6 @@ async fn audit_actions(db: &Db, actor: &str) -> Vec<(String, Option<String>, Opt
 }
 
 async fn pages_need_a_signed_in_user(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let response = get(&app, "/", None).await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
@@ -140,7 +139,6 @@ async fn pages_need_a_signed_in_user(kind: Kind) {
 }
 
 async fn sign_in_cycles_the_session_with_a_strict_http_only_cookie(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "ana", Role::Viewer).await;
 
@@ -183,7 +181,6 @@ async fn sign_in_cycles_the_session_with_a_strict_http_only_cookie(kind: Kind) {
 }
 
 async fn failed_sign_ins_are_refused_alike_and_audited(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "bruno", Role::Operator).await;
     add_user(&app.db, "carla", Role::Viewer).await;
@@ -228,7 +225,6 @@ async fn failed_sign_ins_are_refused_alike_and_audited(kind: Kind) {
 }
 
 async fn sign_out_ends_the_session(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "ana", Role::Viewer).await;
     let cookie = sign_in(&app, "ana").await;
@@ -254,7 +250,6 @@ async fn sign_out_ends_the_session(kind: Kind) {
 }
 
 async fn cross_site_posts_are_refused(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "ana", Role::Admin).await;
     let cookie = sign_in(&app, "ana").await;
@@ -307,7 +302,6 @@ async fn cross_site_posts_are_refused(kind: Kind) {
 }
 
 async fn sign_in_attempts_are_limited_per_user(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -332,7 +326,6 @@ async fn sign_in_attempts_are_limited_per_user(kind: Kind) {
 }
 
 async fn first_start_admin_must_change_the_one_time_password(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let test_db = TestDb::new(kind).await;
     let db = test_db.connect().await;
     let passwords = Passwords::new(1).await.unwrap();
@@ -445,7 +438,6 @@ async fn first_start_admin_must_change_the_one_time_password(kind: Kind) {
 }
 
 async fn disabling_or_resetting_a_user_ends_their_sessions(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "ana", Role::Viewer).await;
     add_user(&app.db, "bruno", Role::Viewer).await;
@@ -483,7 +475,6 @@ async fn disabling_or_resetting_a_user_ends_their_sessions(kind: Kind) {
 }
 
 async fn secure_cookie_when_configured(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -521,7 +512,6 @@ fn oncehook_cli(db_url: &str, args: &[&str], stdin: &str) -> std::process::Outpu
 }
 
 async fn cli_manages_users(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let url = app.db_handle.url.clone();
     let out = oncehook_cli(

@@ -23,7 +23,6 @@ fn backend(app: &TestApp) -> StoreBackend {
 }
 
 async fn only_admins_read_the_audit_log_and_users(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let backend = backend(&app);
     for n in 0..105 {
@@ -119,7 +118,6 @@ async fn only_admins_read_the_audit_log_and_users(kind: Kind) {
 }
 
 async fn the_admin_pages_over_http(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let admin = app.sign_in("ada", Role::Admin).await;
     let viewer = app.sign_in("vera", Role::Viewer).await;
@@ -144,7 +142,6 @@ async fn the_admin_pages_over_http(kind: Kind) {
 }
 
 async fn settings_show_every_section_and_no_secret(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -221,7 +218,6 @@ async fn api_status(app: &TestApp, token: &str) -> u16 {
 async fn admins_make_and_revoke_api_tokens_with_the_page_forms(kind: Kind) {
     use app::api::{CreateApiToken, RevokeApiToken};
     use leptos::server_fn::ServerFn;
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let admin = app.sign_in("ada", Role::Admin).await;
     let other_admin = app.sign_in("grace", Role::Admin).await;

@@ -131,7 +131,6 @@ async fn refused_actions(app: &TestApp, actor: &str) -> Vec<(String, String, Opt
 }
 
 async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let event = orphan_refund(&app, 1).await;
     process_through_retries(&app).await;
@@ -202,7 +201,6 @@ async fn a_viewers_forged_redrive_is_refused_and_audited(kind: Kind) {
 }
 
 async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let event = orphan_refund(&app, 2).await;
     let other = orphan_refund(&app, 3).await;
@@ -326,7 +324,6 @@ async fn an_operator_redrives_one_item_and_sees_what_became_of_it(kind: Kind) {
 }
 
 async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let a = unsupported_version(&app, 1).await;
     let b = unsupported_version(&app, 2).await;
@@ -392,7 +389,6 @@ async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {
 }
 
 async fn dead_letters_are_grouped_by_class_and_message_oldest_first(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let old_1 = unsupported_version(&app, 1).await;
     process_through_retries(&app).await;
@@ -459,7 +455,6 @@ async fn dead_letters_are_grouped_by_class_and_message_oldest_first(kind: Kind) 
 }
 
 async fn bulk_dry_run_changes_nothing_then_the_real_run_covers_every_match(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let mut orphans = vec![];
     for n in 0..5 {
@@ -543,7 +538,6 @@ async fn inbox_id(app: &TestApp, event_id: &str) -> i64 {
 }
 
 async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let pay = payment_intent_succeeded("evt_pay", "pi_1", "order-1", 4200, T10_00);
     let raw = pay.to_string();
@@ -632,7 +626,6 @@ async fn event_page_shows_deliveries_the_effect_and_the_byte_exact_body(kind: Ki
 }
 
 async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     for n in 0..5 {
         app.post_stripe(&payment_intent_succeeded(
@@ -708,7 +701,6 @@ async fn inbox_filters_live_in_the_url_and_pages_by_keyset(kind: Kind) {
 }
 
 async fn inbox_filters_by_event_correlation_time_and_payload_field(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     // Five payments for customers cus_0..cus_4, each sent with its own correlation id.
     for n in 0..5 {
@@ -887,7 +879,6 @@ async fn inbox_filters_by_event_correlation_time_and_payload_field(kind: Kind) {
 
 async fn a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs(kind: Kind) {
     const N: usize = 400;
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     for chunk in (0..N as u32).collect::<Vec<_>>().chunks(50) {
         futures::future::join_all(chunk.iter().map(|n| unsupported_version(&app, *n))).await;
@@ -990,7 +981,6 @@ async fn a_bulk_redrive_shows_its_progress_on_the_page_while_it_runs(kind: Kind)
 
 async fn a_bulk_redrive_finishes_when_its_request_is_abandoned(kind: Kind) {
     const N: usize = 300;
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     for chunk in (0..N as u32).collect::<Vec<_>>().chunks(50) {
         futures::future::join_all(chunk.iter().map(|n| unsupported_version(&app, *n))).await;
@@ -1075,7 +1065,6 @@ async fn a_bulk_redrive_whose_instance_stopped_shows_as_interrupted(kind: Kind) 
 /// is gone, so the change's transaction fails) shows a generic sentence and a reference,
 /// never the driver's text, and changes nothing.
 async fn a_failure_of_ours_shows_a_reference_never_driver_text(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let event = unsupported_version(&app, 1).await;
     process_through_retries(&app).await;

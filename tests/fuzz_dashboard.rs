@@ -30,7 +30,6 @@ fn fuzz(kind: Kind) {
     if kind == Kind::Postgres && common::postgres_base_url().is_none() {
         return;
     }
-    let _turn = common::dashboard_turn_blocking();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (app, cookie) = rt.block_on(async {
         let app = TestApp::spawn_with(kind, |s| {

@@ -161,7 +161,6 @@ fn leaks(answer: &str) -> bool {
 }
 
 async fn no_path_variant_reaches_page_data_without_a_session(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(&db, "").await;
     let addr = app.addr.to_string();

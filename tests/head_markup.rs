@@ -38,7 +38,6 @@ fn opened_tags(head: &str) -> Vec<String> {
 }
 
 async fn ids_in_titles_stay_text(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let response = app
         .post_stripe(&payment_intent_succeeded(

@@ -88,7 +88,6 @@ async fn signed_payment(http: &reqwest::Client, base: &str, i: usize) -> reqwest
 }
 
 async fn a_body_sent_a_byte_at_a_time_is_cut_off_at_the_body_deadline(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(&db, "[server]\nbody_timeout_ms = 1500\n").await;
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
@@ -127,7 +126,6 @@ async fn a_body_sent_a_byte_at_a_time_is_cut_off_at_the_body_deadline(kind: Kind
 }
 
 async fn one_address_cannot_take_every_connection_slot(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(
         &db,
@@ -163,7 +161,6 @@ async fn one_address_cannot_take_every_connection_slot(kind: Kind) {
 
 /// A proxy carries everyone's connections: the cap per address would cut its users off.
 async fn a_trusted_proxy_is_not_held_to_the_per_address_cap(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(
         &db,
@@ -200,7 +197,6 @@ max_connections_per_address = 2
 }
 
 async fn by_default_load_is_shed_before_every_connection_is_taken(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(&db, "").await;
     // Four addresses, each with as many slow requests as one address may keep open.
@@ -272,7 +268,6 @@ async fn audit_sources(db: &oncehook::store::Db, actor: &str) -> Vec<(String, St
 }
 
 async fn behind_a_trusted_proxy_the_client_address_comes_from_x_forwarded_for(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(
         &db,
@@ -339,7 +334,6 @@ async fn behind_a_trusted_proxy_the_client_address_comes_from_x_forwarded_for(ki
 }
 
 async fn the_forwarded_header_names_the_client_for_sign_in_and_api_tokens(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(
         &db,
@@ -413,7 +407,6 @@ async fn the_forwarded_header_names_the_client_for_sign_in_and_api_tokens(kind: 
 async fn nothing_signed_in_is_stored_by_caches_but_the_bundle_is(kind: Kind) {
     use app::api::{CurrentUser, LoadApiTokens};
     use leptos::server_fn::ServerFn;
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let cookie = app.sign_in("ada", app::backend::Role::Admin).await;
     let http = reqwest::Client::builder()
@@ -487,7 +480,6 @@ async fn nothing_signed_in_is_stored_by_caches_but_the_bundle_is(kind: Kind) {
 }
 
 async fn a_flood_of_bad_signatures_logs_a_few_lines_and_counts_every_one(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(&db, "").await;
     let http = client_from("127.0.0.1");

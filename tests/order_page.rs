@@ -66,7 +66,6 @@ async fn refunded_order(app: &TestApp) {
 }
 
 async fn support_finds_a_refunded_order_by_any_id_and_reads_why(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     refunded_order(&app).await;
     // A refund for a payment nobody announced: dead-lettered, and it belongs to no order.
@@ -197,7 +196,6 @@ async fn support_finds_a_refunded_order_by_any_id_and_reads_why(kind: Kind) {
 }
 
 async fn the_order_page_and_search_over_http(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     refunded_order(&app).await;
     let http = reqwest::Client::builder()
@@ -275,7 +273,6 @@ async fn the_order_page_and_search_over_http(kind: Kind) {
 }
 
 async fn a_refund_filed_before_its_order_was_known_is_in_the_story_with_its_redrive(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;

@@ -12,7 +12,6 @@ use reqwest::header::COOKIE;
 both!(the_overview_counts_what_was_received_processed_and_moved);
 
 async fn the_overview_counts_what_was_received_processed_and_moved(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;

@@ -640,7 +640,6 @@ async fn a_request_is_stored_with_its_outbox_row_and_audit_row(kind: Kind) {
         .iter()
         .any(|e| e.kind == "command" && e.title.contains("15.00 EUR")));
     // The order page shows both in its pending strip.
-    let _turn = common::dashboard_turn().await;
     let cookie = app.sign_in("vera", Role::Viewer).await;
     let (status, page) = app.page("/orders/ord-1", &cookie).await;
     assert_eq!(status, 200);

@@ -73,7 +73,6 @@ async fn app(kind: Kind) -> TestApp {
 }
 
 async fn a_token_stops_working_when_its_maker_is_disabled(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let ada = app.sign_in("ada", Role::Admin).await;
     let grafana = token_from_the_page(&app, &ada, "grafana", "viewer").await;
@@ -96,7 +95,6 @@ async fn a_token_stops_working_when_its_maker_is_disabled(kind: Kind) {
 }
 
 async fn a_token_never_has_more_rights_than_its_maker_has_now(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = app(kind).await;
     let ada = app.sign_in("ada", Role::Admin).await;
     let ops = token_from_the_page(&app, &ada, "ops-bot", "operator").await;
@@ -536,7 +534,6 @@ async fn an_event_id_without_its_provider_is_found_by_the_unique_key(kind: Kind)
 }
 
 async fn sink_urls_on_the_settings_page_show_scheme_and_host_only(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;

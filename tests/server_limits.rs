@@ -45,7 +45,6 @@ async fn post_payment(http: &reqwest::Client, base: &str, i: usize) -> reqwest::
 }
 
 async fn json_logs_are_one_object_per_line_even_for_forged_provider_names(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     let app = Binary::start(&db, "[log]\nformat = \"json\"\n").await;
     let http = reqwest::Client::new();
@@ -75,7 +74,6 @@ async fn json_logs_are_one_object_per_line_even_for_forged_provider_names(kind: 
 }
 
 async fn a_slow_header_client_is_cut_off(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let db = TestDb::new(kind).await;
     let app = Binary::start(&db, "[server]\nheader_read_timeout_ms = 1000\n").await;
@@ -110,7 +108,6 @@ async fn a_slow_header_client_is_cut_off(kind: Kind) {
 }
 
 async fn a_connection_flood_does_not_stop_webhooks_being_acknowledged(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let db = TestDb::new(kind).await;
     // 256 file descriptors: without a connection limit and a header timer, 300 idle
     // connections would leave the server none to accept a provider's connection with.
@@ -202,7 +199,6 @@ async fn beyond_max_in_flight_requests_are_shed_with_503_and_retry_after(kind: K
 }
 
 async fn admin_listen_serves_the_dashboard_apart_from_webhooks(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -242,7 +238,6 @@ async fn admin_listen_serves_the_dashboard_apart_from_webhooks(kind: Kind) {
 /// Every dashboard read connection held (a flood of slow page reads): webhooks are still
 /// acknowledged, because ingest has its own connections. Reads cannot write.
 async fn dashboard_reads_cannot_starve_ingest(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -272,7 +267,6 @@ async fn dashboard_reads_cannot_starve_ingest(kind: Kind) {
 }
 
 async fn every_page_carries_security_headers_and_scripts_carry_the_csp_nonce(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     assert_eq!(post_payment(&app.http, &app.url, 1).await.unwrap(), 200);
     let cookie = app.sign_in("vera", app::backend::Role::Viewer).await;

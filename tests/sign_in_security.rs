@@ -110,7 +110,6 @@ async fn audit_rows(db: &Db) -> Vec<users::AuditRow> {
 }
 
 async fn long_user_names_never_reach_the_limiter_or_the_audit_log(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     // `oncehook user add` accepts at most 64 characters of [A-Za-z0-9._@-].
     for name in ["a".repeat(65), "b".repeat(3000), "ana <script>".into()] {
@@ -134,7 +133,6 @@ async fn long_user_names_never_reach_the_limiter_or_the_audit_log(kind: Kind) {
 }
 
 async fn sign_in_and_password_forms_have_a_small_body_limit(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     add_user(&app.db, "ana").await;
     // 16 KiB: far under axum's 2 MB default, far over what a sign-in form needs.
@@ -180,7 +178,6 @@ async fn sign_in_and_password_forms_have_a_small_body_limit(kind: Kind) {
 }
 
 async fn refused_attempts_are_counted_in_one_audit_row_per_window(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -226,7 +223,6 @@ async fn refused_attempts_are_counted_in_one_audit_row_per_window(kind: Kind) {
 }
 
 async fn a_stranger_cannot_lock_the_real_user_out(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -268,7 +264,6 @@ async fn a_stranger_cannot_lock_the_real_user_out(kind: Kind) {
 }
 
 async fn password_changes_are_limited_like_sign_ins(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -368,7 +363,6 @@ async fn raw_sign_in(app: &TestApp, password: &str, next: &str) -> String {
 }
 
 async fn the_page_after_sign_in_stays_on_this_site(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     // Two dozen sign-ins of ana from one address within the minute: room for all of them
     // (every attempt counts, a successful one too).
     let app = TestApp::spawn_with(kind, |s| {
@@ -481,7 +475,6 @@ async fn session_expiries(db: &Db) -> Vec<String> {
 }
 
 async fn sessions_end_at_their_absolute_lifetime_and_are_not_saved_on_every_request(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -587,7 +580,6 @@ async fn serve_piped(db_url: &str, dir: &std::path::Path) -> (String, String) {
 
 async fn the_one_time_admin_password_goes_to_a_private_file_not_to_a_pipe(kind: Kind) {
     use std::os::unix::fs::PermissionsExt;
-    let _turn = common::dashboard_turn().await;
     let test_db = TestDb::new(kind).await;
     let dir = tempfile::tempdir().unwrap();
     let (stdout, log) = serve_piped(&test_db.url, dir.path()).await;
@@ -658,7 +650,6 @@ async fn serve_on_a_terminal(db_url: &str, dir: &std::path::Path) -> String {
 }
 
 async fn the_one_time_admin_password_is_shown_on_a_terminal(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let test_db = TestDb::new(kind).await;
     let dir = tempfile::tempdir().unwrap();
     let shown = serve_on_a_terminal(&test_db.url, dir.path()).await;

@@ -129,7 +129,6 @@ fn shows_demo_badge(top_bar: &str) -> bool {
 }
 
 async fn serve_demo_fills_the_dashboard_within_a_minute(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let test_db = TestDb::new(kind).await;
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
@@ -193,7 +192,6 @@ async fn serve_demo_fills_the_dashboard_within_a_minute(kind: Kind) {
 }
 
 async fn serve_without_demo_shows_no_demo_badge(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let test_db = TestDb::new(kind).await;
     let dir = tempfile::tempdir().unwrap();
     let (mut child, url, printed) = serve(&test_db, &dir.path().join("data"), false).await;

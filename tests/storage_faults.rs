@@ -639,7 +639,6 @@ async fn a_disk_full_error(url: &str) -> anyhow::Error {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn while_commits_fail_the_overview_shows_why_and_since_when() {
     use oncehook::store::health::{Cause, Writer};
-    let _turn = common::dashboard_turn().await;
     let app = common::TestApp::spawn(common::Kind::Sqlite).await;
     let cookie = app.sign_in("ana", app::backend::Role::Viewer).await;
     let (status, page) = app.page("/", &cookie).await;

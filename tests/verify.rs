@@ -100,7 +100,6 @@ async fn exec(app: &TestApp, sql: &str) -> u64 {
 
 async fn an_untouched_database_has_no_drift(kind: Kind) {
     // This binary renders pages (below): no test server runs beside a render.
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     let (code, empty) = verify(&app);
     assert_eq!((code, &empty["orders_checked"]), (0, &Value::from(0)));
@@ -118,7 +117,6 @@ async fn an_untouched_database_has_no_drift(kind: Kind) {
 
 async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
     // This binary renders pages (below): no test server runs beside a render.
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     fill(&app).await;
     let changed = exec(
@@ -186,7 +184,6 @@ async fn a_tampered_order_is_reported_with_what_its_facts_give(kind: Kind) {
 
 async fn a_ledger_entry_without_its_outbox_message_is_reported(kind: Kind) {
     // This binary renders pages (below): no test server runs beside a render.
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn(kind).await;
     fill(&app).await;
     let key: String = sqlx::query_scalar(
@@ -230,7 +227,6 @@ async fn a_ledger_entry_without_its_outbox_message_is_reported(kind: Kind) {
 }
 
 async fn entries_whose_topic_goes_to_no_sink_need_no_message(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -287,7 +283,6 @@ async fn metric(app: &TestApp, name: &str) -> Option<f64> {
 }
 
 async fn the_periodic_check_shows_on_the_overview_and_in_metrics(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let mut app = TestApp::spawn_with(kind, |s| {
         s.processor.enabled = false;
         s.outbox.relay.enabled = false;
@@ -359,7 +354,6 @@ async fn the_periodic_check_shows_on_the_overview_and_in_metrics(kind: Kind) {
 /// check reads each page in one snapshot, so it never compares a row from before a commit
 /// with facts from after it. Refunds are processed while checks run back to back.
 async fn a_check_beside_live_processing_sees_no_half_written_order(kind: Kind) {
-    let _turn = common::dashboard_turn().await;
     let app = TestApp::spawn_with(kind, |s| {
         s.outbox.relay.enabled = false;
         s.processor.poll_interval_ms = 5;

@@ -66,15 +66,10 @@ pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf, demo
     Router::new()
         .route(&format!("/{PKG_DIR}/{OUTPUT_NAME}.css"), get(stylesheet))
         .route("/events/{id}/raw", raw_route)
-        .leptos_routes_with_context(
-            &options,
-            generate_route_list(app::App),
-            provide_backend.clone(),
-            {
-                let options = options.clone();
-                move || app::shell(options.clone())
-            },
-        )
+        .leptos_routes_with_context(&options, route_list(), provide_backend.clone(), {
+            let options = options.clone();
+            move || app::shell(options.clone())
+        })
         .fallback(leptos_axum::file_and_error_handler_with_context(
             provide_backend,
             app::shell,
@@ -84,6 +79,17 @@ pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf, demo
 
 /// The event's body exactly as the provider sent it (the signature was computed over these
 /// bytes), as a download.
+/// The app's routes, generated once per process. Generating them runs the app with
+/// leptos_server's process-global "suppress resource loads" flag set, and a resource that
+/// a render on any thread first polls meanwhile waits forever (leptos-rs/leptos#4773). The
+/// server builds one router at start, before any request; tests build many while others
+/// render, and that was the page-render hang between test runtimes.
+fn route_list() -> Vec<leptos_axum::AxumRouteListing> {
+    static ROUTES: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> =
+        std::sync::OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(app::App)).clone()
+}
+
 async fn raw_body(
     State(backend): State<Arc<dyn AdminBackend>>,
     principal: Option<axum::Extension<app::backend::Principal>>,
@@ -184,13 +190,8 @@ mod tests {
         })
     }
 
-    /// Every test here runs on this one runtime, as the server does, and one at a time:
-    /// with several dashboards built and rendering at once in one process (something the
-    /// server never does: it builds its router once), about one run in twenty left a
-    /// render hanging for good.
+    /// Every test here runs on this one runtime, as the server does.
     fn on_one_runtime(test: impl std::future::Future<Output = ()>) {
-        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         static RUNTIME: std::sync::LazyLock<tokio::runtime::Runtime> =
             std::sync::LazyLock::new(|| {
                 tokio::runtime::Builder::new_multi_thread()
@@ -287,5 +288,44 @@ mod tests {
             assert_eq!(status, 200);
             assert_eq!(css, EMBEDDED_CSS);
         });
+    }
+
+    /// Dashboards built on several runtimes while others render, as test processes do:
+    /// before the route list was generated once per process, a render that first polled
+    /// its resource while another router was being built waited forever (leptos#4773);
+    /// 4 threads x 20 rounds hung in each of five runs.
+    #[test]
+    fn renders_answer_while_other_dashboards_are_built() {
+        let threads: Vec<_> = (0..4)
+            .map(|thread| {
+                std::thread::spawn(move || {
+                    for round in 0..20 {
+                        let runtime = tokio::runtime::Builder::new_multi_thread()
+                            .worker_threads(2)
+                            .enable_all()
+                            .build()
+                            .unwrap();
+                        runtime.block_on(async {
+                            let base = serve(one_event()).await;
+                            for i in 0..5 {
+                                let url = format!("{base}/events?n={i}");
+                                let answer = tokio::time::timeout(
+                                    std::time::Duration::from_secs(10),
+                                    get(&url),
+                                )
+                                .await;
+                                let (status, _) = answer.unwrap_or_else(|_| {
+                                    panic!("thread {thread}, round {round}: no answer in 10 s")
+                                });
+                                assert_eq!(status, 200);
+                            }
+                        });
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 }

@@ -52,23 +52,6 @@ macro_rules! both {
     };
 }
 
-/// A page render in a test process where other tests run servers on their own runtimes
-/// can hang for good (seen three times in CI: a render waited until the request timeout
-/// while another test's runtime started or shut down; see
-/// `web::dashboard::tests::on_one_runtime`). The server runs one router on one runtime and
-/// has not shown it (the e2e suite, the 1M-event dashboard bench). Every test in a binary
-/// that renders pages takes this turn, so no other test server runs beside a render.
-static DASHBOARD_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-pub async fn dashboard_turn() -> tokio::sync::MutexGuard<'static, ()> {
-    DASHBOARD_TURN.lock().await
-}
-
-/// The same turn, from a test that drives its own runtime.
-pub fn dashboard_turn_blocking() -> tokio::sync::MutexGuard<'static, ()> {
-    DASHBOARD_TURN.blocking_lock()
-}
-
 /// The PostgreSQL server tests create their databases on. Unset: PostgreSQL tests are
 /// skipped locally, but under CI that is a failure, never a silent skip.
 pub fn postgres_base_url() -> Option<String> {
@@ -281,9 +264,9 @@ impl TestApp {
     }
 
     /// A page as a signed-in browser gets it (redirects not followed): status and body.
-    /// A page not answered within 20 s is the rare render hang seen in CI (see
-    /// `dashboard_turn`): every thread's stack is printed then, once, for finding its cause;
-    /// the request goes on waiting, so the test fails as it would have.
+    /// A page not answered within 20 s is a hang (the last one: leptos#4773, see
+    /// `web::dashboard::route_list`): every thread's stack is printed then, once, for
+    /// finding its cause; the request goes on waiting, so the test fails as it would have.
     pub async fn page(&self, path: &str, cookie: &str) -> (u16, String) {
         let request = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
