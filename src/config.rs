@@ -70,6 +70,8 @@ pub struct ProviderSettings {
     /// The provider's API (`api_*` keys of the entry): what reconciliation and outbound
     /// refunds talk to, Stripe's own or the simulator's.
     pub api: ProviderApiSettings,
+    /// `scheme = "generic"`: where the signature is and what it covers.
+    pub signature: Option<crate::signature::SignatureSpec>,
 }
 
 /// How oncehook reaches a provider's API. In a file these are keys of the provider entry
@@ -142,6 +144,8 @@ struct ProviderTable {
     api_rate_per_sec: f64,
     #[serde(default = "default_api_retry")]
     api_retry: RetryPolicy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signature: Option<crate::signature::SignatureSpec>,
 }
 
 fn default_api_base() -> String {
@@ -176,6 +180,7 @@ impl From<ProviderTable> for ProviderSettings {
                 rate_per_sec: t.api_rate_per_sec,
                 retry: t.api_retry,
             },
+            signature: t.signature,
         }
     }
 }
@@ -194,6 +199,7 @@ impl From<ProviderSettings> for ProviderTable {
             api_timeout_ms: p.api.timeout_ms,
             api_rate_per_sec: p.api.rate_per_sec,
             api_retry: p.api.retry,
+            signature: p.signature,
         }
     }
 }
@@ -1019,6 +1025,7 @@ impl Settings {
             mapping: None,
             events: BTreeMap::new(),
             api: ProviderApiSettings::default(),
+            signature: None,
         });
         Ok(Some(DevSecret {
             secret,
@@ -1208,12 +1215,18 @@ impl ProviderSettings {
             None => match self.scheme {
                 SchemeKind::Stripe => mapping::stripe_default(),
                 SchemeKind::StandardWebhooks => mapping::standard_webhooks_default(),
+                _ => mapping::envelope_only(),
             },
         };
         Ok(Provider {
             name: self.name.clone(),
-            verifier: Verifier::new(self.scheme, &self.secrets, self.tolerance_secs)
-                .with_context(|| format!("provider {}", self.name))?,
+            verifier: Verifier::with_spec(
+                self.scheme,
+                &self.secrets,
+                self.tolerance_secs,
+                self.signature.as_ref(),
+            )
+            .with_context(|| format!("provider {}", self.name))?,
             mapping: base.with_overrides(&self.events),
         })
     }
@@ -1341,6 +1354,7 @@ occurred_at = ["/timestamp"]
                     key: Some("sk_test_apiKEY".into()),
                     ..ProviderApiSettings::default()
                 },
+                signature: None,
             }],
             ..Settings::default()
         };

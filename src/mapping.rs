@@ -690,6 +690,19 @@ pub fn stripe_default() -> Mapping {
 /// A mapping for Standard Webhooks senders with a payment payload of this shape:
 /// `{"type": "payment.succeeded", "timestamp": "<RFC 3339>", "data": {"order_id",
 /// "payment_id", "refund_id", "dispute_id", "amount", "currency", "sequence"}}`.
+/// The Brazilian presets and `generic`, until a provider's own mapping exists: the event's
+/// id and type are read (Mercado Pago `id` + `action`, Asaas `id` + `event`, or `type`);
+/// every event is kept and filed as ignored unless `[providers.events]` maps it.
+pub fn envelope_only() -> Mapping {
+    Mapping {
+        event_id: ptrs(&["/id"]),
+        event_type: ptrs(&["/action", "/event", "/type"]),
+        api_version: ptrs(&["/api_version"]),
+        min_api_version: None,
+        events: BTreeMap::new(),
+    }
+}
+
 pub fn standard_webhooks_default() -> Mapping {
     use Transition::*;
     let r = |transition: Transition, external_ref: &str| EventRule {

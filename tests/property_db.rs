@@ -78,6 +78,7 @@ fn provider() -> ProviderSettings {
         mapping: None,
         events: extra.events,
         api: Default::default(),
+        signature: None,
     }
 }
 

@@ -2,6 +2,7 @@
 //! touches it; comparisons are constant-time (`Mac::verify_slice`); error messages never
 //! contain a secret or the expected signature.
 
+pub mod generic;
 pub mod standard_webhooks;
 pub mod stripe;
 
@@ -11,6 +12,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+pub use generic::{Generic, SignatureSpec};
 pub use standard_webhooks::StandardWebhooks;
 pub use stripe::Stripe;
 
@@ -19,6 +21,30 @@ pub use stripe::Stripe;
 pub enum SchemeKind {
     Stripe,
     StandardWebhooks,
+    /// Presets over the generic scheme (`generic::preset`).
+    #[serde(rename = "mercadopago")]
+    MercadoPago,
+    #[serde(rename = "pagbank")]
+    PagBank,
+    Asaas,
+    EfiPix,
+    /// Described by the provider's `[providers.signature]` table.
+    Generic,
+}
+
+impl SchemeKind {
+    /// The name in configuration files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemeKind::Stripe => "stripe",
+            SchemeKind::StandardWebhooks => "standard-webhooks",
+            SchemeKind::MercadoPago => "mercadopago",
+            SchemeKind::PagBank => "pagbank",
+            SchemeKind::Asaas => "asaas",
+            SchemeKind::EfiPix => "efi-pix",
+            SchemeKind::Generic => "generic",
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -31,6 +57,11 @@ pub enum SignatureError {
     StaleTimestamp { skew_secs: i64, tolerance_secs: u64 },
     #[error("no signature matches any configured secret")]
     NoMatch,
+    /// A header or query parameter a configured scheme needs (named in configuration).
+    #[error("missing {0}")]
+    Missing(String),
+    #[error("malformed {0}: {1}")]
+    MalformedNamed(String, &'static str),
 }
 
 impl SignatureError {
@@ -38,9 +69,10 @@ impl SignatureError {
     pub fn status(&self) -> axum::http::StatusCode {
         use axum::http::StatusCode;
         match self {
-            SignatureError::MissingHeader(_) | SignatureError::Malformed(..) => {
-                StatusCode::BAD_REQUEST
-            }
+            SignatureError::MissingHeader(_)
+            | SignatureError::Malformed(..)
+            | SignatureError::Missing(_)
+            | SignatureError::MalformedNamed(..) => StatusCode::BAD_REQUEST,
             SignatureError::StaleTimestamp { .. } | SignatureError::NoMatch => {
                 StatusCode::UNAUTHORIZED
             }
@@ -60,6 +92,7 @@ pub struct Verified {
 pub enum Verifier {
     Stripe(Stripe),
     StandardWebhooks(StandardWebhooks),
+    Generic(Generic),
 }
 
 impl Verifier {
@@ -68,7 +101,44 @@ impl Verifier {
     /// template variable would make an HMAC anyone can compute). Errors name the secret's
     /// position, never its value.
     pub fn new(kind: SchemeKind, secrets: &[String], tolerance_secs: u64) -> anyhow::Result<Self> {
+        Self::with_spec(kind, secrets, tolerance_secs, None)
+    }
+
+    /// As `new`; `spec` is the `[providers.signature]` table, required by `generic` and
+    /// refused by every other scheme.
+    pub fn with_spec(
+        kind: SchemeKind,
+        secrets: &[String],
+        tolerance_secs: u64,
+        spec: Option<&SignatureSpec>,
+    ) -> anyhow::Result<Self> {
         anyhow::ensure!(!secrets.is_empty(), "a provider needs at least one secret");
+        match (kind, spec) {
+            (SchemeKind::Generic, None) => {
+                anyhow::bail!("scheme \"generic\" needs a [providers.signature] table")
+            }
+            (SchemeKind::Generic, Some(spec)) => {
+                return Ok(Verifier::Generic(Generic::new(
+                    spec,
+                    secrets,
+                    tolerance_secs,
+                )?))
+            }
+            (kind, Some(_)) => anyhow::bail!(
+                "scheme {:?} has its own signature rules: a [providers.signature] table \
+                 is for scheme \"generic\"",
+                kind.as_str()
+            ),
+            (SchemeKind::Stripe | SchemeKind::StandardWebhooks, None) => {}
+            (preset, None) => {
+                let spec = generic::preset(preset.as_str()).expect("every preset is defined");
+                return Ok(Verifier::Generic(Generic::new(
+                    &spec,
+                    secrets,
+                    tolerance_secs,
+                )?));
+            }
+        }
         for (i, secret) in secrets.iter().enumerate() {
             let n = i + 1;
             match kind {
@@ -78,7 +148,7 @@ impl Verifier {
                      {MIN_STRIPE_SECRET_BYTES}",
                     secret.len()
                 ),
-                SchemeKind::StandardWebhooks => {
+                _ => {
                     let key = standard_webhooks::decode_secret(secret)
                         .map_err(|e| anyhow::anyhow!("secret #{n}: {e}"))?;
                     anyhow::ensure!(
@@ -91,21 +161,22 @@ impl Verifier {
         }
         Ok(match kind {
             SchemeKind::Stripe => Verifier::Stripe(Stripe::new(secrets, tolerance_secs)),
-            SchemeKind::StandardWebhooks => {
-                Verifier::StandardWebhooks(StandardWebhooks::new(secrets, tolerance_secs)?)
-            }
+            _ => Verifier::StandardWebhooks(StandardWebhooks::new(secrets, tolerance_secs)?),
         })
     }
 
+    /// `query`: the request's query string, which some providers sign or sign with.
     pub fn verify(
         &self,
         headers: &HeaderMap,
+        query: Option<&str>,
         body: &[u8],
         now_secs: i64,
     ) -> Result<Verified, SignatureError> {
         match self {
             Verifier::Stripe(s) => s.verify(headers, body, now_secs),
             Verifier::StandardWebhooks(s) => s.verify(headers, body, now_secs),
+            Verifier::Generic(s) => s.verify(headers, query, body, now_secs),
         }
     }
 }

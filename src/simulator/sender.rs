@@ -230,6 +230,9 @@ impl Sender {
                 // No Standard Webhooks counterpart (a noise event): not sent.
                 None => return,
             },
+            // The simulator speaks Stripe and Standard Webhooks only (its CLI offers no
+            // other scheme).
+            _ => return,
         };
         let job = Job {
             id: event.id.as_str().into(),
@@ -429,6 +432,7 @@ async fn post(http: &reqwest::Client, target: &Target, job: &Job) -> bool {
                 .header("webhook-timestamp", t.to_string())
                 .header("webhook-signature", signature);
         }
+        _ => return false,
     }
     match request.body(job.body.clone()).send().await {
         Ok(response) => {

@@ -140,13 +140,15 @@ fn body_rejection_status(rejection: &BytesRejection) -> StatusCode {
 pub async fn receive(
     State(state): State<WebhookState>,
     Path(provider_name): Path<String>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let correlation_id = correlation_id(&headers);
     let logged = loggable_provider(&state.providers, &provider_name);
     let span = tracing::info_span!("webhook", %correlation_id, provider = %logged);
-    receive_inner(state, provider_name, headers, body, correlation_id)
+    let query = uri.query().map(str::to_owned);
+    receive_inner(state, provider_name, query, headers, body, correlation_id)
         .instrument(span)
         .await
 }
@@ -154,6 +156,7 @@ pub async fn receive(
 async fn receive_inner(
     state: WebhookState,
     provider_name: String,
+    query: Option<String>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
     correlation_id: String,
@@ -184,7 +187,10 @@ async fn receive_inner(
         }
     };
     let now = now_ms();
-    let verified = match provider.verifier.verify(&headers, &body, now / 1000) {
+    let verified = match provider
+        .verifier
+        .verify(&headers, query.as_deref(), &body, now / 1000)
+    {
         Ok(v) => v,
         Err(e) => {
             if let Some(suppressed) = state.warnings.signature_failed.allow() {
@@ -281,6 +287,7 @@ mod tests {
                 mapping: None,
                 events: Default::default(),
                 api: Default::default(),
+                signature: None,
             }],
             ..Default::default()
         };

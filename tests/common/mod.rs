@@ -181,6 +181,7 @@ pub fn providers() -> Vec<ProviderSettings> {
             mapping: None,
             events: Default::default(),
             api: Default::default(),
+            signature: None,
         },
         ProviderSettings {
             name: "acme".into(),
@@ -190,6 +191,7 @@ pub fn providers() -> Vec<ProviderSettings> {
             mapping: None,
             events: Default::default(),
             api: Default::default(),
+            signature: None,
         },
     ]
 }

@@ -1,0 +1,215 @@
+//! The Brazilian presets and the generic scheme through the path a user takes: a TOML
+//! config file loaded by the real binary, webhooks posted over HTTP as the providers send
+//! them. Each accepted one is stored once; a tampered one is refused and stores nothing.
+
+mod common;
+
+use common::binary::Binary;
+use common::{Kind, TestDb};
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+
+const CONFIG: &str = r#"
+[[providers]]
+name = "mercadopago"
+scheme = "mercadopago"
+secrets = ["mp-webhook-secret-0123"]
+
+[[providers]]
+name = "pagbank"
+scheme = "pagbank"
+secrets = ["pagbank-account-token-0123"]
+
+[[providers]]
+name = "asaas"
+scheme = "asaas"
+secrets = ["asaas-access-token-0123"]
+
+[[providers]]
+name = "acme"
+scheme = "generic"
+secrets = ["acme-signing-key-0123"]
+[providers.signature]
+source = "header:x-acme-signature"
+algorithm = "hmac-sha256"
+encoding = "base64"
+signature_field = "sig"
+timestamp_field = "t"
+signed = "{ts}:{header:x-acme-delivery}:{body}"
+"#;
+
+fn hmac_hex(key: &str, content: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key.as_bytes()).unwrap();
+    mac.update(content.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+async fn stored(db: &TestDb, provider: &str) -> Vec<String> {
+    let db = db.connect().await;
+    let ids = sqlx::query_scalar(
+        "SELECT event_id FROM inbox_events WHERE provider = $1 ORDER BY event_id",
+    )
+    .bind(provider)
+    .fetch_all(db.reader())
+    .await
+    .unwrap();
+    db.close().await;
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_preset_and_a_generic_scheme_accept_their_providers_signatures_and_refuse_tampering() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = Binary::start(&db, CONFIG).await;
+    let http = reqwest::Client::new();
+    let now = chrono::Utc::now().timestamp();
+
+    // Mercado Pago: a thin notification; the manifest covers data.id from the query string.
+    let mp_body = r#"{"id":12345678901,"live_mode":false,"type":"payment","date_created":"2026-12-06T10:00:00.000-03:00","user_id":44444,"api_version":"v1","action":"payment.updated","data":{"id":"987654321"}}"#;
+    let mp = |data_id: &str, body: &'static str, tamper: bool| {
+        let request_id = "8f0c6c6e-1f54-4a41-a4b6-54c5b1a4e3c2";
+        let mut tag = hmac_hex(
+            "mp-webhook-secret-0123",
+            &format!("id:987654321;request-id:{request_id};ts:{now};"),
+        );
+        if tamper {
+            tag.replace_range(0..1, if tag.starts_with('0') { "1" } else { "0" });
+        }
+        http.post(format!(
+            "{}/webhooks/mercadopago?data.id={data_id}&type=payment",
+            server.base
+        ))
+        .header("x-signature", format!("ts={now},v1={tag}"))
+        .header("x-request-id", request_id)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+    };
+    assert_eq!(mp("987654321", mp_body, false).await.unwrap().status(), 200);
+    assert_eq!(
+        mp("987654321", mp_body, false).await.unwrap().status(),
+        200,
+        "a redelivery"
+    );
+    assert_eq!(mp("987654321", mp_body, true).await.unwrap().status(), 401);
+    assert_eq!(
+        mp("987654322", mp_body, false).await.unwrap().status(),
+        401,
+        "another payment's id"
+    );
+    assert_eq!(stored(&db, "mercadopago").await, ["12345678901"]);
+
+    // PagBank: SHA-256 of "<token>-<raw body>".
+    let pb_body = r#"{"id":"ORDE_5F4E1B2C","reference_id":"order-77","charges":[{"id":"CHAR_1","status":"PAID","amount":{"value":1500,"currency":"BRL"}}]}"#;
+    let pb_token = hex::encode(Sha256::digest(format!(
+        "pagbank-account-token-0123-{pb_body}"
+    )));
+    let post_pb = |body: String, token: String| {
+        http.post(format!("{}/webhooks/pagbank", server.base))
+            .header("x-authenticity-token", token)
+            .body(body)
+            .send()
+    };
+    assert_eq!(
+        post_pb(pb_body.into(), pb_token.clone())
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        post_pb(pb_body.replace("1500", "15000"), pb_token)
+            .await
+            .unwrap()
+            .status(),
+        401,
+        "the amount was changed"
+    );
+    assert_eq!(stored(&db, "pagbank").await, ["ORDE_5F4E1B2C"]);
+
+    // Asaas: the access token chosen when the webhook was created.
+    let asaas_body = r#"{"id":"evt_05b708f961d739ea7eba7e4db318f621&368604920","event":"PAYMENT_RECEIVED","dateCreated":"2026-12-06 10:00:00","payment":{"object":"payment","id":"pay_080225913252","value":100.0,"externalReference":"order-78","billingType":"PIX","status":"RECEIVED"}}"#;
+    for (token, status) in [
+        ("asaas-access-token-0123", 200),
+        ("asaas-access-token-0124", 401),
+        ("", 401),
+    ] {
+        let r = http
+            .post(format!("{}/webhooks/asaas", server.base))
+            .header("asaas-access-token", token)
+            .body(asaas_body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "token {token:?}");
+    }
+    assert_eq!(
+        stored(&db, "asaas").await,
+        ["evt_05b708f961d739ea7eba7e4db318f621&368604920"]
+    );
+
+    // A provider described only in the config file.
+    use base64::Engine;
+    let acme_body = r#"{"id":"acme_1","type":"charge.paid"}"#;
+    let mut mac = Hmac::<Sha256>::new_from_slice(b"acme-signing-key-0123").unwrap();
+    mac.update(format!("{now}:dlv_9:{acme_body}").as_bytes());
+    let sig = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    for (delivery, status) in [("dlv_9", 200), ("dlv_8", 401)] {
+        let r = http
+            .post(format!("{}/webhooks/acme", server.base))
+            .header("x-acme-signature", format!("t={now},sig={sig}"))
+            .header("x-acme-delivery", delivery)
+            .body(acme_body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "delivery {delivery}");
+    }
+    let missing = http
+        .post(format!("{}/webhooks/acme", server.base))
+        .body(acme_body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 400);
+    assert!(missing
+        .text()
+        .await
+        .unwrap()
+        .contains("missing x-acme-signature"));
+    assert_eq!(stored(&db, "acme").await, ["acme_1"]);
+    server.stop();
+}
+
+/// A config whose generic scheme checks nothing, or that gives a preset a signature
+/// table, is refused at start with a message naming the provider.
+#[test]
+fn a_scheme_that_would_check_nothing_does_not_start() {
+    for (config, expected) in [
+        (
+            "[[providers]]\nname = \"weak\"\nscheme = \"generic\"\nsecrets = [\"0123456789abcdef\"]\n[providers.signature]\nsource = \"x-sig\"\nalgorithm = \"sha256\"\nsigned = \"{body}\"\n",
+            "{secret}",
+        ),
+        (
+            "[[providers]]\nname = \"mp\"\nscheme = \"mercadopago\"\nsecrets = [\"0123456789abcdef\"]\n[providers.signature]\nsource = \"x-sig\"\nalgorithm = \"token\"\n",
+            "is for scheme \"generic\"",
+        ),
+        (
+            "[[providers]]\nname = \"bare\"\nscheme = \"generic\"\nsecrets = [\"0123456789abcdef\"]\n",
+            "needs a [providers.signature] table",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("oncehook.toml");
+        std::fs::write(&path, config).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_oncehook"))
+            .args(["config", "check", "--config"])
+            .arg(&path)
+            .env_remove("ONCEHOOK_CONFIG")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{config}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+}
