@@ -416,7 +416,7 @@ async fn an_operator_token_redrives_resolves_and_discards_with_audit_rows(kind: 
             &json!({ "reason": "twice" }),
         )
         .await;
-    assert_eq!(status, 422, "a closed dead letter stays closed: {again}");
+    assert_eq!(status, 409, "a closed dead letter stays closed: {again}");
 
     let (_, page) = app.api_get("/api/v1/dead-letters", Some(&ops)).await;
     assert_eq!(page["open"], 0);

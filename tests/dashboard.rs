@@ -370,7 +370,8 @@ async fn resolve_and_discard_need_an_operator_and_a_reason(kind: Kind) {
     let again = backend
         .close_dead_letter(&operator, a, false, "twice".into())
         .await;
-    assert!(matches!(again, Err(AppError::Invalid(_))), "{again:?}");
+    // A state conflict (RFC 9110's 409), not a malformed request.
+    assert!(matches!(again, Err(AppError::Conflict(_))), "{again:?}");
     let actions: Vec<(String, Option<String>)> = users::audit_page(&app.db, Some("otto"), None, 10)
         .await
         .unwrap()

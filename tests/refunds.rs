@@ -41,6 +41,10 @@ both!(
     retry_after_of_a_429_is_waited_for,
     a_permanent_refusal_is_a_dead_letter_and_a_redrive_reuses_the_key,
     the_api_asks_for_a_refund_and_the_order_json_carries_it,
+    a_failed_refund_that_can_be_redriven_holds_its_amount_until_discarded,
+    a_redrive_rechecks_what_is_left_and_refuses_beyond_it,
+    a_redrive_after_the_providers_key_memory_finds_the_refund_instead_of_making_another,
+    a_disputed_amount_is_not_refundable_when_the_provider_says_so,
 );
 
 const SIM_KEY: &str = "sk_test_refundsKEY0123456789";
@@ -52,6 +56,8 @@ enum Mode {
     Lose,
     /// Answer 429 with this `Retry-After` without passing it on.
     TooMany(u64),
+    /// Answer 400 `invalid_request_error` (permanent) without passing it on.
+    Refuse,
 }
 
 #[derive(Default)]
@@ -87,6 +93,16 @@ async fn proxy(
             axum::Json(
                 serde_json::json!({"error": {"type": "invalid_request_error",
                 "code": "rate_limit", "message": "Request rate limit exceeded."}}),
+            ),
+        )
+            .into_response();
+    }
+    if let Some(Mode::Refuse) = mode {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(
+                serde_json::json!({"error": {"type": "invalid_request_error",
+                "message": "Refused by the test proxy."}}),
             ),
         )
             .into_response();
@@ -481,7 +497,7 @@ async fn a_refund_is_cancelled_before_any_send_and_never_after(kind: Kind) {
     let (status, body) = app
         .api_post(&cancel(first.id, "ord-1"), &operator, &none)
         .await;
-    assert_eq!(status, 422, "{body}");
+    assert_eq!(status, 409, "no longer cancellable: {body}");
     assert!(
         body["error"]
             .as_str()
@@ -683,7 +699,7 @@ async fn refusals_store_nothing_and_a_viewer_is_audited(kind: Kind) {
 
     let over = ask(&app, "ord-1", Some(4201)).await.unwrap_err();
     assert!(
-        matches!(&over, AppError::Invalid(m) if m.contains("more than what is left")),
+        matches!(&over, AppError::Conflict(m) if m.contains("more than what is left")),
         "{over:?}"
     );
     assert_eq!(
@@ -754,7 +770,7 @@ async fn operators_asking_at_once_never_exceed_what_was_paid(kind: Kind) {
     for a in asks {
         match a.await.unwrap() {
             Ok(_) => granted += 1,
-            Err(AppError::Invalid(m)) => assert!(m.contains("more than what is left"), "{m}"),
+            Err(AppError::Conflict(m)) => assert!(m.contains("more than what is left"), "{m}"),
             Err(e) => panic!("{e:?}"),
         }
     }
@@ -969,7 +985,7 @@ async fn the_api_asks_for_a_refund_and_the_order_json_carries_it(kind: Kind) {
         serde_json::json!({"amount": paid + 1, "reason": "too much"}),
     )
     .await;
-    assert_eq!(status, 422, "{body}");
+    assert_eq!(status, 409, "more than is left: a state conflict: {body}");
     assert_eq!(stored(&w.app).await, (0, 0, 0));
     let missing = w
         .app
@@ -1012,4 +1028,399 @@ async fn the_api_asks_for_a_refund_and_the_order_json_carries_it(kind: Kind) {
     assert_eq!(read["amount_refunded"], paid - 1);
     assert!(commands[0]["confirmed_event_id"].is_string());
     w.app.shutdown().await;
+}
+
+impl World {
+    /// A stranger takes the key oncehook's first refund of `order` will use, for a refund
+    /// of 1 with other parameters (counted by oncehook once its webhook arrives): that
+    /// command then fails for good with `idempotency_error`.
+    async fn spoil_first_key(&self, order: &str, pi: &str) {
+        sim_client(&self.sim_url)
+            .create_refund(
+                &CreateRefund {
+                    payment_intent: pi.into(),
+                    amount: Some(1),
+                    reason: None,
+                    metadata: Default::default(),
+                },
+                &format!("order:{order}:refund:1"),
+            )
+            .await
+            .unwrap();
+        self.wait_refunded(order, 1).await;
+    }
+
+    /// Waits (bounded) until oncehook counted `amount` refunded on `order`.
+    async fn wait_refunded(&self, order: &str, amount: i64) {
+        let began = Instant::now();
+        loop {
+            let now: i64 =
+                sqlx::query_scalar("SELECT amount_refunded FROM orders WHERE order_id = $1")
+                    .bind(order)
+                    .fetch_one(self.app.db.reader())
+                    .await
+                    .unwrap();
+            if now == amount {
+                return;
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(20),
+                "{order}: {now} refunded, not {amount}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// The dead letter of command `id`'s outbox row: (id, status).
+    async fn dead_letter_of(&self, id: i64) -> (i64, String) {
+        let row = sqlx::query(
+            "SELECT d.id, d.status FROM dead_letters d JOIN provider_commands c \
+             ON d.stage = 'outbox' AND d.source_id = c.outbox_id WHERE c.id = $1",
+        )
+        .bind(id)
+        .fetch_one(self.app.db.reader())
+        .await
+        .unwrap();
+        (row.get(0), row.get(1))
+    }
+
+    async fn redrive(&self, dead_letter: i64) -> String {
+        let who = operator(&self.app).await;
+        let outcomes = self
+            .app
+            .backend()
+            .redrive(
+                &who,
+                app::backend::DlqQuery {
+                    id: Some(dead_letter),
+                    ..Default::default()
+                },
+                Some("try again".into()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+        outcomes[0].outcome.clone()
+    }
+
+    /// (commands, their amounts summed) of `order`.
+    async fn commands_of(&self, order: &str) -> (i64, i64) {
+        let row = sqlx::query(
+            "SELECT CAST(COUNT(*) AS BIGINT), CAST(COALESCE(SUM(amount), 0) AS BIGINT) \
+             FROM provider_commands WHERE order_id = $1",
+        )
+        .bind(order)
+        .fetch_one(self.app.db.reader())
+        .await
+        .unwrap();
+        (row.get(0), row.get(1))
+    }
+}
+
+/// Issue 44, 1: a command the relay dead-lettered can still be redriven, and a redrive
+/// sends it: until its dead letter is closed for good its amount stays asked for, so a
+/// second request cannot take the same money and let the redrive refund it twice.
+async fn a_failed_refund_that_can_be_redriven_holds_its_amount_until_discarded(kind: Kind) {
+    let w = world(kind, |_| {}).await;
+    let (order, pi, paid) = w.paid_order().await;
+    w.spoil_first_key(&order, &pi).await;
+    let first = ask(&w.app, &order, Some(paid / 2)).await.unwrap();
+    wait_for_state(&w.app, first.id, "failed", Duration::from_secs(20)).await;
+    let (dead, status) = w.dead_letter_of(first.id).await;
+    assert_eq!(status, "open");
+
+    // Paid, minus the stranger's 1, minus the failed command's half, is what is left.
+    let left = paid - 1 - paid / 2;
+    let over = ask(&w.app, &order, Some(left + 1)).await.unwrap_err();
+    assert!(
+        matches!(&over, AppError::Conflict(m) if m.contains("more than what is left")),
+        "{over:?}"
+    );
+    assert_eq!(
+        w.commands_of(&order).await,
+        (1, paid / 2),
+        "nothing stored beside the failed command"
+    );
+    let detail = w
+        .app
+        .backend()
+        .order_detail(&w.app.acting::<Viewer>("vera", Role::Viewer).await, &order)
+        .await
+        .unwrap();
+    assert_eq!(detail.refundable, left, "the page offers what is left");
+
+    // Discarded for good: the money is free again, and a new refund of it is one refund.
+    w.app
+        .backend()
+        .close_dead_letter(
+            &operator(&w.app).await,
+            dead,
+            false,
+            "will not retry".into(),
+        )
+        .await
+        .unwrap();
+    let second = ask(&w.app, &order, Some(paid - 1)).await.unwrap();
+    wait_for_state(&w.app, second.id, "confirmed", Duration::from_secs(20)).await;
+    let refunds = w.provider_refunds(&pi).await;
+    assert_eq!(
+        refunds.iter().map(|r| r.amount).sum::<i64>(),
+        paid,
+        "{refunds:?}"
+    );
+    w.wait_refunded(&order, paid).await;
+    w.app.shutdown().await;
+}
+
+/// Issue 44, 2: what is left to refund can shrink while a command waits in the dead-letter
+/// queue (a refund made elsewhere); its redrive checks again under the order's lock and
+/// refuses, with the dead letter left open and nothing sent.
+async fn a_redrive_rechecks_what_is_left_and_refuses_beyond_it(kind: Kind) {
+    let w = world(kind, |_| {}).await;
+    let (order, pi, paid) = w.paid_order().await;
+    w.spoil_first_key(&order, &pi).await;
+    let first = ask(&w.app, &order, Some(paid / 2)).await.unwrap();
+    wait_for_state(&w.app, first.id, "failed", Duration::from_secs(20)).await;
+    let (dead, _) = w.dead_letter_of(first.id).await;
+    // Someone refunds most of the rest in the provider's dashboard.
+    let elsewhere = paid - paid / 2;
+    sim_client(&w.sim_url)
+        .create_refund(
+            &CreateRefund {
+                payment_intent: pi.clone(),
+                amount: Some(elsewhere),
+                reason: None,
+                metadata: Default::default(),
+            },
+            "dashboard-refund",
+        )
+        .await
+        .unwrap();
+    w.wait_refunded(&order, 1 + elsewhere).await;
+    let sends = w.keys().len();
+
+    let outcome = w.redrive(dead).await;
+    assert!(
+        outcome.starts_with("refused") && outcome.contains("left to refund"),
+        "{outcome}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(w.keys().len(), sends, "nothing sent again");
+    assert_eq!(w.dead_letter_of(first.id).await.1, "open");
+    let state: String = sqlx::query_scalar("SELECT state FROM provider_commands WHERE id = $1")
+        .bind(first.id)
+        .fetch_one(w.app.db.reader())
+        .await
+        .unwrap();
+    assert_eq!(state, "failed");
+    let outbox: String = sqlx::query_scalar(
+        "SELECT status FROM outbox WHERE id = (SELECT outbox_id FROM provider_commands WHERE id = $1)",
+    )
+    .bind(first.id)
+    .fetch_one(w.app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(outbox, "dead");
+    let refunds = w.provider_refunds(&pi).await;
+    assert_eq!(
+        refunds.iter().map(|r| r.amount).sum::<i64>(),
+        1 + elsewhere,
+        "{refunds:?}"
+    );
+    let recorded: String = sqlx::query_scalar(
+        "SELECT outcome FROM redrives WHERE dead_letter_id = $1 ORDER BY id DESC LIMIT 1",
+    )
+    .bind(dead)
+    .fetch_one(w.app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(recorded, outcome);
+    w.app.shutdown().await;
+}
+
+/// Issue 44, 3: the provider remembers an idempotency key for 24 hours. A refund it made
+/// whose answer was lost, dead-lettered and redriven after that, is looked up by the
+/// command named in its metadata and recorded instead of being made a second time.
+async fn a_redrive_after_the_providers_key_memory_finds_the_refund_instead_of_making_another(
+    kind: Kind,
+) {
+    let w = world(kind, |_| {}).await;
+    let (order, pi, paid) = w.paid_order().await;
+    // The provider makes the refund and the answer is lost; the retry is refused for good.
+    w.proxy
+        .script
+        .lock()
+        .unwrap()
+        .extend([Mode::Lose, Mode::Refuse]);
+    let amount = paid / 3;
+    let command = ask(&w.app, &order, Some(amount)).await.unwrap();
+    wait_for_state(&w.app, command.id, "failed", Duration::from_secs(20)).await;
+    w.wait_refunded(&order, amount).await;
+    let made = w.provider_refunds(&pi).await;
+    assert_eq!(made.len(), 1, "{made:?}");
+
+    // A day and an hour later, for both sides.
+    let day = 25 * 3_600_000;
+    sqlx::query(
+        "UPDATE outbox SET created_at = created_at - $1 WHERE id = \
+         (SELECT outbox_id FROM provider_commands WHERE id = $2)",
+    )
+    .bind(day)
+    .bind(command.id)
+    .execute(w.app.db.writer())
+    .await
+    .unwrap();
+    sqlx::query("UPDATE provider_commands SET requested_at = requested_at - $1 WHERE id = $2")
+        .bind(day)
+        .bind(command.id)
+        .execute(w.app.db.writer())
+        .await
+        .unwrap();
+    w.sim.shared.db.age_keys(day).await.unwrap();
+    let posts = w.keys().len();
+
+    let (dead, _) = w.dead_letter_of(command.id).await;
+    assert_eq!(w.redrive(dead).await, "requeued");
+    wait_for_state(&w.app, command.id, "confirmed", Duration::from_secs(20)).await;
+    let refunds = w.provider_refunds(&pi).await;
+    assert_eq!(refunds.len(), 1, "one refund at the provider: {refunds:?}");
+    assert_eq!(w.keys().len(), posts, "no second POST /v1/refunds");
+    let found: Option<String> =
+        sqlx::query_scalar("SELECT provider_object_id FROM provider_commands WHERE id = $1")
+            .bind(command.id)
+            .fetch_one(w.app.db.reader())
+            .await
+            .unwrap();
+    assert_eq!(found.as_deref(), Some(made[0].id.as_str()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    w.wait_refunded(&order, amount).await;
+    w.app.shutdown().await;
+}
+
+#[allow(clippy::too_many_arguments)]
+fn dispute_object(
+    id: &str,
+    kind: &str,
+    pi: &str,
+    dp: &str,
+    amount: i64,
+    status: &str,
+    refundable: bool,
+    created: i64,
+) -> serde_json::Value {
+    serde_json::json!({
+        "id": id, "object": "event", "api_version": "2024-06-20", "created": created,
+        "livemode": false, "pending_webhooks": 1, "type": kind,
+        "request": {"id": null, "idempotency_key": null},
+        "data": {"object": {
+            "id": dp, "object": "dispute", "amount": amount, "currency": "eur",
+            "charge": format!("ch_{pi}"), "payment_intent": pi, "reason": "fraudulent",
+            "status": status, "is_charge_refundable": refundable, "metadata": {},
+        }},
+    })
+}
+
+/// Issue 44, 4: the provider does not refund a disputed charge while the dispute says
+/// `is_charge_refundable: false` (open, or lost: the money already went back). The
+/// disputed amount is not offered, the request path refuses it, and the page says why.
+async fn a_disputed_amount_is_not_refundable_when_the_provider_says_so(kind: Kind) {
+    let app = paid_app(kind, 21200).await;
+    for (id, pi, order, amount) in [
+        ("evt_pay_2", "pi_2", "ord-2", 10000),
+        ("evt_pay_3", "pi_3", "ord-3", 10000),
+    ] {
+        app.post_stripe(&payment_intent_succeeded(id, pi, order, amount, T10_00))
+            .await;
+    }
+    let events = [
+        // ord-1: all of it disputed, then lost.
+        dispute_object(
+            "evt_dp_1",
+            "charge.dispute.created",
+            "pi_1",
+            "dp_1",
+            21200,
+            "needs_response",
+            false,
+            T10_00 + 60,
+        ),
+        dispute_object(
+            "evt_dp_1_lost",
+            "charge.dispute.closed",
+            "pi_1",
+            "dp_1",
+            21200,
+            "lost",
+            false,
+            T10_00 + 120,
+        ),
+        // ord-2: 40.00 of 100.00 disputed and open.
+        dispute_object(
+            "evt_dp_2",
+            "charge.dispute.created",
+            "pi_2",
+            "dp_2",
+            4000,
+            "needs_response",
+            false,
+            T10_00 + 60,
+        ),
+        // ord-3: an inquiry the provider still lets the merchant refund.
+        dispute_object(
+            "evt_dp_3",
+            "charge.dispute.created",
+            "pi_3",
+            "dp_3",
+            4000,
+            "warning_needs_response",
+            true,
+            T10_00 + 60,
+        ),
+    ];
+    for e in &events {
+        assert_eq!(app.post_stripe(e).await.status(), 200);
+    }
+    app.process().await;
+    let disputed: i64 =
+        sqlx::query_scalar("SELECT amount_disputed FROM orders WHERE order_id = 'ord-1'")
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap();
+    assert_eq!(disputed, 21200);
+
+    let all = ask(&app, "ord-1", None).await.unwrap_err();
+    assert!(
+        matches!(&all, AppError::Conflict(m) if m.contains("disputed")),
+        "{all:?}"
+    );
+    let one = ask(&app, "ord-1", Some(1)).await.unwrap_err();
+    assert!(
+        matches!(&one, AppError::Conflict(m) if m.contains("disputed")),
+        "{one:?}"
+    );
+    let over = ask(&app, "ord-2", Some(6001)).await.unwrap_err();
+    assert!(
+        matches!(&over, AppError::Conflict(m) if m.contains("disputed")),
+        "{over:?}"
+    );
+    assert_eq!(stored(&app).await, (0, 0, 0), "nothing stored");
+    assert_eq!(ask(&app, "ord-2", None).await.unwrap().amount, 6000);
+    assert_eq!(ask(&app, "ord-3", None).await.unwrap().amount, 10000);
+    assert_eq!(
+        app.count("SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM provider_commands")
+            .await,
+        16000
+    );
+
+    let _turn = common::dashboard_turn().await;
+    let operator = app.sign_in("otto", Role::Operator).await;
+    let (status, html) = app.page("/orders/ord-1", &operator).await;
+    assert_eq!(status, 200);
+    assert!(!html.contains("212.00 EUR left to refund"), "{html}");
+    assert!(!html.contains("id=\"refund-form\""));
+    assert!(
+        html.contains("disputed: the provider does not allow a refund of a disputed charge"),
+        "{html}"
+    );
+    app.shutdown().await;
 }

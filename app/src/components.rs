@@ -107,7 +107,8 @@ pub fn ErrorPanel(error: AppError) -> impl IntoView {
         | AppError::Transport(detail)
         | AppError::Forbidden(detail)
         | AppError::Invalid(detail)
-        | AppError::Busy(detail) => Some(detail.clone()),
+        | AppError::Busy(detail)
+        | AppError::Conflict(detail) => Some(detail.clone()),
         AppError::NotFound | AppError::Unauthorized => None,
     };
     let hint = match error {
@@ -116,6 +117,7 @@ pub fn ErrorPanel(error: AppError) -> impl IntoView {
         AppError::Forbidden(_) => "Ask an admin for a role that allows it.",
         AppError::Invalid(_) => "Nothing was changed.",
         AppError::Busy(_) => "Wait for your other reads to finish, then reload.",
+        AppError::Conflict(_) => "Nothing was changed. Reload the page to see the current state.",
         _ => "Nothing was changed. Reload the page to try again.",
     };
     view! {

@@ -24,6 +24,10 @@ pub enum AppError {
     Invalid(String),
     /// Too many expensive reads of this person at once; the text says what to wait for.
     Busy(String),
+    /// The request is well formed but conflicts with the current state of what it acts on
+    /// (RFC 9110 §15.5.10): a dead letter already closed, nothing left to refund, a refund
+    /// no longer cancellable. The text says what the state is.
+    Conflict(String),
 }
 
 impl AppError {
@@ -37,6 +41,7 @@ impl AppError {
             AppError::Forbidden(_) => 403,
             AppError::Invalid(_) => 422,
             AppError::Busy(_) => 429,
+            AppError::Conflict(_) => 409,
         }
     }
 
@@ -49,6 +54,7 @@ impl AppError {
             AppError::Forbidden(_) => "Your role does not allow this",
             AppError::Invalid(_) => "This request cannot be done",
             AppError::Busy(_) => "Too many reads at once",
+            AppError::Conflict(_) => "This conflicts with the current state",
         }
     }
 }
@@ -60,7 +66,8 @@ impl fmt::Display for AppError {
             | AppError::Transport(detail)
             | AppError::Forbidden(detail)
             | AppError::Invalid(detail)
-            | AppError::Busy(detail) => {
+            | AppError::Busy(detail)
+            | AppError::Conflict(detail) => {
                 write!(f, "{}: {detail}", self.title())
             }
             AppError::NotFound | AppError::Unauthorized => f.write_str(self.title()),
@@ -88,6 +95,11 @@ mod tests {
         assert_eq!(AppError::NotFound.status_code(), 404);
         assert_eq!(AppError::Unauthorized.status_code(), 401);
         assert_eq!(AppError::Forbidden("operator".into()).status_code(), 403);
+        assert_eq!(AppError::Invalid("no reason".into()).status_code(), 422);
+        assert_eq!(
+            AppError::Conflict("already closed".into()).status_code(),
+            409
+        );
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub async fn request_refund(
             Ok(view(row, href))
         }
         Err(Refusal::UnknownOrder(_)) => Err(AppError::NotFound),
+        Err(refusal) if refusal.is_conflict() => Err(AppError::Conflict(refusal.to_string())),
         Err(refusal) => Err(AppError::Invalid(refusal.to_string())),
     }
 }
@@ -107,7 +108,7 @@ pub async fn request_refund_once(
 }
 
 /// Withdraws a refund of `order_id` the relay has not started sending (operator; audited as
-/// `command.cancel`): `NotFound` for no such command of the order, `Invalid` once it is
+/// `command.cancel`): `NotFound` for no such command of the order, `Conflict` once it is
 /// being sent or over.
 pub async fn cancel(
     db: &Db,
@@ -129,7 +130,7 @@ pub async fn cancel(
         .await
         .map_err(super::backend_error("cancelling a refund"))?;
     if !cancelled {
-        return Err(AppError::Invalid(format!(
+        return Err(AppError::Conflict(format!(
             "refund command #{id} is {} and can no longer be cancelled: only a request the relay has not started sending can be",
             match current.state.as_str() {
                 "requested" => "being sent",

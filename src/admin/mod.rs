@@ -70,9 +70,14 @@ fn backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
 /// A refusal the person can act on shows its text; any other failure is ours and shows
 /// only a reference (the details, driver text included, go to the log).
 fn refused_or_backend_error(context: &str) -> impl Fn(anyhow::Error) -> AppError + '_ {
-    move |e| match e.downcast_ref::<crate::store::Refused>() {
-        Some(refused) => AppError::Invalid(refused.0.clone()),
-        None => AppError::Backend(internal_error(context, &e)),
+    move |e| {
+        if let Some(refused) = e.downcast_ref::<crate::store::Refused>() {
+            AppError::Invalid(refused.0.clone())
+        } else if let Some(conflict) = e.downcast_ref::<crate::store::Conflict>() {
+            AppError::Conflict(conflict.0.clone())
+        } else {
+            AppError::Backend(internal_error(context, &e))
+        }
     }
 }
 

@@ -28,6 +28,11 @@ pub async fn order_detail(db: &Db, order_id: &str) -> anyhow::Result<Option<Orde
     let diffs = super::reconcile::of_order(db, order_id).await?;
     let mut detail = detail(view, &dead, &redrives);
     super::commands::add_to_story(&mut detail, commands);
+    // What the refund form offers: the request path's own count, without its lock.
+    if let Some(room) = crate::store::commands::room_now(db, order_id).await? {
+        detail.refundable = room.left();
+        detail.refund_note = room.note();
+    }
     super::reconcile::add_to_story(&mut detail, &diffs);
     Ok(Some(detail))
 }
@@ -59,6 +64,8 @@ pub fn detail(view: OrderView, dead: &[DeadLetter], redrives: &[OrderRedrive]) -
         amount_refunded: view.amount_refunded,
         amount_disputed: view.amount_disputed,
         net: view.net,
+        refundable: 0,
+        refund_note: None,
         attention: view.attention,
         created_at: view.created_at,
         updated_at: view.updated_at,

@@ -422,7 +422,7 @@ async fn close(
     };
     let target = format!("dead_letter:{id}");
     let who: Operator = api.authorize(who, action, &target).await?;
-    // An unknown id is a 404; a known one that is not open the backend refuses (422).
+    // An unknown id is a 404; a known one already closed the backend refuses (409).
     let viewer: Viewer = api
         .authorize((*who).clone(), "dead_letter.read", &target)
         .await?;
@@ -462,10 +462,10 @@ async fn close(
          headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 403, description = "The token's role may not resolve", body = ApiError),
         (status = 404, description = "No such dead letter", body = ApiError),
-        (status = 409, description = "A request with this Idempotency-Key is still running", body = ApiError),
+        (status = 409, description = "The dead letter is already closed (resolved or discarded); or a request with this Idempotency-Key is still running", body = ApiError),
         (status = 413, description = "The body is larger than 1 MiB", body = ApiError),
         (status = 415, description = "No `Content-Type: application/json`", body = ApiError),
-        (status = 422, description = "A reason outside its pattern; not an open dead letter; the Idempotency-Key was used with another request", body = ApiError),
+        (status = 422, description = "A reason outside its pattern; the Idempotency-Key was used with another request", body = ApiError),
         (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
@@ -492,10 +492,10 @@ pub async fn resolve(
          headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 403, description = "The token's role may not discard", body = ApiError),
         (status = 404, description = "No such dead letter", body = ApiError),
-        (status = 409, description = "A request with this Idempotency-Key is still running", body = ApiError),
+        (status = 409, description = "The dead letter is already closed (resolved or discarded); or a request with this Idempotency-Key is still running", body = ApiError),
         (status = 413, description = "The body is larger than 1 MiB", body = ApiError),
         (status = 415, description = "No `Content-Type: application/json`", body = ApiError),
-        (status = 422, description = "A reason outside its pattern; not an open dead letter; the Idempotency-Key was used with another request", body = ApiError),
+        (status = 422, description = "A reason outside its pattern; the Idempotency-Key was used with another request", body = ApiError),
         (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]

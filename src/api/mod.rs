@@ -105,11 +105,13 @@ impl IntoResponse for ApiError {
                        carry a role: viewer, operator or admin). Every error is JSON \
                        (`ApiError`): 400 a parameter, path or body that cannot be read as \
                        its type; 401 no live token; 403 the role; 404 no such thing or path; \
-                       409 an Idempotency-Key still running; 413 a body over 1 MiB; 415 a \
-                       POST without `Content-Type: application/json`; 422 a value outside \
-                       its documented bounds, enum or pattern, or a request that cannot be \
-                       done now (nothing left to refund, not open); 429 too many expensive \
-                       reads at once; 503 the database."
+                       409 a request the current state refuses (RFC 9110: a dead letter \
+                       already closed, more than or nothing left to refund, a disputed amount \
+                       the provider will not refund, a refund no longer cancellable) or an \
+                       Idempotency-Key still running; 413 a body over 1 MiB; 415 a POST \
+                       without `Content-Type: application/json`; 422 a value outside its \
+                       documented bounds, enum or pattern; 429 too many expensive reads at \
+                       once; 503 the database."
     ),
     paths(
         handlers::order,

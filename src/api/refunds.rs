@@ -29,8 +29,9 @@ pub struct RefundRequest {
 }
 
 /// Ask for a refund of an order (operator; refusals are audited). Refused with nothing
-/// stored or sent beyond what is left to refund (refunds asked for and still in flight
-/// count), without a refundable payment, or for an unknown order.
+/// stored or sent beyond what is left to refund (refunds asked for that still hold their
+/// amount count, and a disputed amount the provider will not refund is not left), without a
+/// refundable payment, or for an unknown order.
 #[utoipa::path(
     post,
     path = "/api/v1/orders/{order_id}/refunds",
@@ -44,10 +45,10 @@ pub struct RefundRequest {
          headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 403, description = "The token's role may not refund", body = ApiError),
         (status = 404, description = "No such order", body = ApiError),
-        (status = 409, description = "A request with this Idempotency-Key is still running", body = ApiError),
+        (status = 409, description = "The order's state refuses it: more than what is left to refund or nothing left (refunds asked for that still hold their amount count: in flight, or failed with their dead letter open), or the rest is disputed and the provider does not allow a refund of a disputed charge; or a request with this Idempotency-Key is still running", body = ApiError),
         (status = 413, description = "The body is larger than 1 MiB", body = ApiError),
         (status = 415, description = "No `Content-Type: application/json`", body = ApiError),
-        (status = 422, description = "An amount below 1 or a reason outside its pattern; more than what is left to refund or no refundable payment; the Idempotency-Key was used with another request", body = ApiError),
+        (status = 422, description = "An amount below 1 or a reason outside its pattern; no refundable payment; the Idempotency-Key was used with another request", body = ApiError),
         (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]
@@ -96,9 +97,9 @@ pub async fn request_refund(
          headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"oncehook\"`"))),
         (status = 403, description = "The token's role may not cancel", body = ApiError),
         (status = 404, description = "No such refund command of this order", body = ApiError),
-        (status = 409, description = "A request with this Idempotency-Key is still running", body = ApiError),
+        (status = 409, description = "The command is no longer cancellable: being sent or over (sent, confirmed, failed, cancelled); or a request with this Idempotency-Key is still running", body = ApiError),
         (status = 413, description = "A body (none is needed) larger than 1 MiB", body = ApiError),
-        (status = 422, description = "The command is being sent or is over (sent, confirmed, failed, cancelled); the Idempotency-Key was used with another request", body = ApiError),
+        (status = 422, description = "The Idempotency-Key was used with another request", body = ApiError),
         (status = 503, description = "The database is not answering (details in the log under a reference)", body = ApiError),
     )
 )]

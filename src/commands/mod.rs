@@ -100,6 +100,107 @@ pub enum Refusal {
     },
     #[error("order {0} has nothing left to refund")]
     NothingLeft(String),
+    /// What a dispute keeps: the provider refuses a refund of a disputed charge while the
+    /// dispute says `is_charge_refundable: false` (open, or lost: the money already went
+    /// back to the customer).
+    #[error(
+        "disputed: the provider does not allow a refund of a disputed charge; {disputed} of \
+         {paid} paid is disputed, so {left} is left to refund, not {asked} (minor units of \
+         {currency})"
+    )]
+    Disputed {
+        asked: i64,
+        left: i64,
+        paid: i64,
+        disputed: i64,
+        currency: String,
+    },
+}
+
+impl Refusal {
+    /// Refused by the order's current state (RFC 9110's 409), not by the request's form.
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            Refusal::OverRefund { .. } | Refusal::NothingLeft(_) | Refusal::Disputed { .. }
+        )
+    }
+}
+
+/// What an order has room to refund, read under its lock (`store::commands::room`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Room {
+    pub paid: i64,
+    pub refunded: i64,
+    /// Asked for and not over: requested, sent, or failed with its dead letter still open
+    /// (a redrive would send it).
+    pub held: i64,
+    /// Disputed and not refundable by the provider's word (`is_charge_refundable: false`, or
+    /// unknown).
+    pub disputed: i64,
+    /// Those disputes, for the page: (dispute id, state).
+    pub disputes: Vec<(String, String)>,
+}
+
+impl Room {
+    /// The amount a request for `asked` (none: all that is left) makes, or why not.
+    pub fn refund(
+        &self,
+        order_id: &str,
+        asked: Option<i64>,
+        currency: &str,
+    ) -> Result<i64, Refusal> {
+        let without_disputes = (self.paid - self.refunded - self.held).max(0);
+        let left = (without_disputes - self.disputed).max(0);
+        let disputed = |asked: i64| Refusal::Disputed {
+            asked,
+            left,
+            paid: self.paid,
+            disputed: self.disputed,
+            currency: currency.to_string(),
+        };
+        if self.disputed == 0 {
+            return refund_amount(
+                order_id,
+                asked,
+                self.paid,
+                self.refunded,
+                self.held,
+                currency,
+            );
+        }
+        match asked {
+            Some(a) if a <= 0 => Err(Refusal::BadAmount(a)),
+            Some(a) if a <= left => Ok(a),
+            Some(a) => Err(disputed(a)),
+            None if left > 0 => Ok(left),
+            None => Err(disputed(without_disputes)),
+        }
+    }
+
+    /// What is left to refund.
+    pub fn left(&self) -> i64 {
+        (self.paid - self.refunded - self.held - self.disputed).max(0)
+    }
+
+    /// Why less than the rest is refundable, when disputes are the reason.
+    pub fn note(&self) -> Option<String> {
+        if self.disputed == 0 {
+            return None;
+        }
+        let named: Vec<String> = self
+            .disputes
+            .iter()
+            .map(|(id, state)| match state.as_str() {
+                "dispute_lost" => format!("{id}, lost"),
+                _ => format!("{id}, open"),
+            })
+            .collect();
+        Some(format!(
+            "disputed: the provider does not allow a refund of a disputed charge ({})",
+            named.join("; ")
+        ))
+    }
 }
 
 /// What is left to refund, and the amount a request for `asked` (none: all of it) makes.
@@ -188,6 +289,59 @@ mod tests {
             refund_amount("o", Some(1), 100, 300, 0, "eur"),
             Err(Refusal::OverRefund { left: 0, .. })
         ));
+    }
+
+    #[test]
+    fn disputes_the_provider_will_not_refund_are_not_left() {
+        let room = Room {
+            paid: 10_000,
+            refunded: 0,
+            held: 1_000,
+            disputed: 4_000,
+            disputes: vec![("dp_1".into(), "dispute".into())],
+        };
+        assert_eq!(room.left(), 5_000);
+        assert_eq!(room.refund("o", None, "eur"), Ok(5_000));
+        assert_eq!(room.refund("o", Some(5_000), "eur"), Ok(5_000));
+        let refused = room.refund("o", Some(5_001), "eur").unwrap_err();
+        assert!(
+            matches!(refused, Refusal::Disputed { left: 5_000, .. }),
+            "{refused:?}"
+        );
+        assert!(refused
+            .to_string()
+            .starts_with("disputed: the provider does not allow"));
+        assert!(refused.is_conflict());
+        assert!(matches!(
+            room.refund("o", Some(9_001), "eur"),
+            Err(Refusal::Disputed { left: 5_000, .. })
+        ));
+        assert_eq!(room.refund("o", Some(0), "eur"), Err(Refusal::BadAmount(0)));
+        let lost = Room {
+            paid: 21_200,
+            disputed: 21_200,
+            disputes: vec![("dp_1".into(), "dispute_lost".into())],
+            ..Room::default()
+        };
+        assert!(matches!(
+            lost.refund("o", None, "usd"),
+            Err(Refusal::Disputed { .. })
+        ));
+        assert_eq!(
+            lost.note().as_deref(),
+            Some(
+                "disputed: the provider does not allow a refund of a disputed charge (dp_1, lost)"
+            )
+        );
+        assert_eq!(
+            Room {
+                paid: 5,
+                ..Room::default()
+            }
+            .note(),
+            None
+        );
+        assert!(!Refusal::BadReason.is_conflict());
     }
 
     #[test]

@@ -17,3 +17,7 @@ pub use objects::{
 
 /// Stripe's ceiling for `limit` on every list.
 pub const MAX_PAGE: u32 = 100;
+
+/// How long the provider remembers an idempotency key (Stripe: at least 24 hours): a
+/// request sent again with the same key after this may be made again.
+pub const IDEMPOTENCY_KEY_MEMORY_MS: i64 = 24 * 3_600_000;

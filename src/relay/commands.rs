@@ -31,6 +31,13 @@ pub(super) async fn send(client: &ApiClient, item: &OutboxItem) -> Result<Sent, 
     let payload: RefundPayload = serde_json::from_str(&item.payload).map_err(|e| {
         SendError::new(ErrorClass::Permanent, format!("the command's payload: {e}"))
     })?;
+    // Past the provider's memory of the key, the same key no longer protects: a refund made
+    // by an earlier send whose answer was lost would be made again. Ask first.
+    if crate::store::now_ms() - item.created_at > crate::provider_api::IDEMPOTENCY_KEY_MEMORY_MS {
+        if let Some(found) = made_earlier(client, &payload).await? {
+            return Ok(found);
+        }
+    }
     let params = CreateRefund {
         payment_intent: payload.payment_intent,
         amount: Some(payload.amount),
@@ -55,6 +62,49 @@ pub(super) async fn send(client: &ApiClient, item: &OutboxItem) -> Result<Sent, 
         }),
         Err((error, retry_after)) => Err(refusal(&error, retry_after)),
     }
+}
+
+/// The refund an earlier send of this command made, if the provider has one: a refund of
+/// the same payment whose metadata names the same order and command (the relay writes
+/// both). Recorded as the send's answer, so the command is `sent` with the provider's id,
+/// and `confirmed` at once when its webhook was already counted. A lookup that fails is
+/// retried as a transient failure: sending blind is what this avoids.
+async fn made_earlier(
+    client: &ApiClient,
+    payload: &RefundPayload,
+) -> Result<Option<Sent>, SendError> {
+    let (Some(command), Some(order)) = (
+        payload.metadata.get("command_id"),
+        payload.metadata.get("order_id"),
+    ) else {
+        return Ok(None);
+    };
+    let refunds = client
+        .refunds_of(&payload.payment_intent)
+        .await
+        .map_err(|e| {
+            let mut e = refusal(&e, None);
+            e.failure.class = ErrorClass::Transient;
+            e.failure.message = format!(
+                "looking up an earlier refund (the key is older than the provider's 24 h): {}",
+                e.failure.message
+            );
+            e
+        })?;
+    let found = refunds.into_iter().find(|r| {
+        r.metadata.get("command_id") == Some(command) && r.metadata.get("order_id") == Some(order)
+    });
+    Ok(found.map(|refund| Sent {
+        status_code: Some(200),
+        excerpt: excerpt(&format!(
+            "found refund {} {} {} {} made earlier under this command (not sent again: the key is older than the provider's 24 h)",
+            refund.id,
+            refund.amount,
+            refund.currency,
+            refund.status.as_deref().unwrap_or("(no status)")
+        )),
+        object_id: Some(refund.id),
+    }))
 }
 
 /// Timeouts, lost answers, 409 (the key still in use), 429 and 5xx retry, honouring the

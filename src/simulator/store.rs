@@ -368,6 +368,17 @@ impl SimDb {
         Ok(state)
     }
 
+    /// Moves every key's first use `by_ms` into the past, as if that much time had gone
+    /// by: how a test reaches the end of the provider's 24-hour memory of keys without
+    /// waiting for it.
+    pub async fn age_keys(&self, by_ms: i64) -> anyhow::Result<()> {
+        sqlx::query("UPDATE idempotency_keys SET created_ms = created_ms - ?")
+            .bind(by_ms)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Saves the answer given under `key`, for replays.
     pub async fn finish_key(&self, key: &str, status: u16, body: &str) -> anyhow::Result<()> {
         sqlx::query("UPDATE idempotency_keys SET status = ?, body = ? WHERE key = ?")

@@ -10,7 +10,7 @@ use sqlx::{Any, Row, Transaction};
 use super::dead_letters::{audit, Actor};
 use super::read::rfc3339;
 use super::Db;
-use crate::commands::{self, CommandState, Refusal, REFUND_TOPIC};
+use crate::commands::{self, CommandState, Refusal, Room, REFUND_TOPIC};
 
 /// One command as stored, with the attempts the relay made.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,10 +118,126 @@ async fn lock_order(
     })
 }
 
+/// What the order has room to refund: its totals, the refunds asked for that still hold
+/// their amount (all but `excluding`, the command a redrive is about to send again), and
+/// the disputed amount the provider will not refund. Read on the caller's connection —
+/// under the order's lock for a request or a redrive.
+///
+/// A command holds its amount while it is `requested` or `sent`, and while it is `failed`
+/// with its dead letter still open (or being redriven): a redrive would send it. Only once
+/// that dead letter is resolved or discarded for good is the amount free again.
+///
+/// A dispute counted against the order (open or lost) keeps its amount unless the provider
+/// said `is_charge_refundable: true` in the dispute's newest event; unknown (another
+/// provider's shape, or the event's body pruned) counts as not refundable.
+pub async fn room(
+    conn: &mut sqlx::AnyConnection,
+    order_id: &str,
+    paid: i64,
+    refunded: i64,
+    excluding: Option<i64>,
+) -> anyhow::Result<Room> {
+    let held: i64 = sqlx::query_scalar(
+        "SELECT CAST(COALESCE(SUM(c.amount), 0) AS BIGINT) FROM provider_commands c \
+         WHERE c.order_id = $1 AND c.id <> $2 AND (c.state IN ('requested', 'sent') \
+         OR (c.state = 'failed' AND EXISTS (SELECT 1 FROM dead_letters d \
+         WHERE d.stage = 'outbox' AND d.source_id = c.outbox_id \
+         AND d.status IN ('open', 'redriven'))))",
+    )
+    .bind(order_id)
+    .bind(excluding.unwrap_or(0))
+    .fetch_one(&mut *conn)
+    .await?;
+    let rows = sqlx::query(
+        "SELECT f.resource_id, f.state, f.amount, i.raw_body FROM order_facts f \
+         LEFT JOIN inbox_events i ON i.provider = f.provider AND i.event_id = f.event_id \
+         WHERE f.order_id = $1 AND f.kind = 'dispute' AND f.money_seen = 1 \
+         AND f.state <> 'dispute_won' ORDER BY f.resource_id",
+    )
+    .bind(order_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut room = Room {
+        paid,
+        refunded,
+        held,
+        ..Room::default()
+    };
+    for r in rows {
+        let (id, state, amount, body): (String, String, Option<i64>, Option<Vec<u8>>) =
+            (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?);
+        if !charge_refundable(body.as_deref()) {
+            room.disputed += amount.unwrap_or(0);
+            room.disputes.push((id, state));
+        }
+    }
+    Ok(room)
+}
+
+/// `data.object.is_charge_refundable` of a dispute event (Stripe's `charge.dispute.*`):
+/// only an explicit `true` lets the disputed amount be refunded.
+fn charge_refundable(body: Option<&[u8]>) -> bool {
+    body.and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+        .and_then(|v| v.pointer("/data/object/is_charge_refundable")?.as_bool())
+        .unwrap_or(false)
+}
+
+/// What an order has room to refund now, read without a lock: what the order page offers
+/// (the request checks again under the lock).
+pub async fn room_now(db: &Db, order_id: &str) -> anyhow::Result<Option<Room>> {
+    let mut conn = db.reader().acquire().await?;
+    let totals = sqlx::query("SELECT amount_paid, amount_refunded FROM orders WHERE order_id = $1")
+        .bind(order_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(totals) = totals else {
+        return Ok(None);
+    };
+    let (paid, refunded): (i64, i64) = (totals.try_get(0)?, totals.try_get(1)?);
+    Ok(Some(room(&mut conn, order_id, paid, refunded, None).await?))
+}
+
+/// A redrive of command outbox row `outbox_id` is about to send it again: under the
+/// order's lock, it must still fit in what is left to refund, counting every other
+/// command that holds an amount. `Ok(Some(refusal))` when it no longer does (nothing is
+/// changed); `Ok(None)` when it fits or the row is no command.
+pub async fn recheck_redrive_in(
+    tx: &mut Transaction<'_, Any>,
+    outbox_id: i64,
+) -> anyhow::Result<Option<String>> {
+    let found = sqlx::query(
+        "SELECT id, order_id, amount, currency FROM provider_commands \
+         WHERE outbox_id = $1 AND state = 'failed'",
+    )
+    .bind(outbox_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let (id, order_id, amount, currency): (i64, String, i64, String) = (
+        found.try_get(0)?,
+        found.try_get(1)?,
+        found.try_get(2)?,
+        found.try_get(3)?,
+    );
+    let Some((_, paid, refunded)) = lock_order(tx, &order_id).await? else {
+        return Ok(None);
+    };
+    let room = room(tx, &order_id, paid, refunded, Some(id)).await?;
+    Ok(match room.refund(&order_id, Some(amount), &currency) {
+        Ok(_) => None,
+        Err(refusal) => Some(format!(
+            "refused: refund command #{id} of order {order_id} would go over what is left to refund now: {refusal}"
+        )),
+    })
+}
+
 /// Stores a refund request: the command, its outbox row for the provider's sink and the
 /// audit row, in one transaction — or refuses it with nothing stored. What is left to
-/// refund is read under the order's lock and counts commands still in flight, so two
-/// operators asking at once cannot together ask for more than was paid.
+/// refund is read under the order's lock (`room`) and counts every command that still holds
+/// its amount and what disputes keep, so two operators asking at once cannot together ask
+/// for more than was paid.
 pub async fn request_refund(
     db: &Db,
     req: &NewRefund<'_>,
@@ -148,21 +264,8 @@ pub async fn request_refund(
         return Ok(Err(Refusal::NoPayment(req.order_id.to_string())));
     };
     let (payment_ref, provider): (String, String) = (payment.try_get(0)?, payment.try_get(1)?);
-    let in_flight: i64 = sqlx::query_scalar(
-        "SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM provider_commands \
-         WHERE order_id = $1 AND state IN ('requested', 'sent')",
-    )
-    .bind(req.order_id)
-    .fetch_one(&mut *tx)
-    .await?;
-    let amount = match commands::refund_amount(
-        req.order_id,
-        req.amount,
-        paid,
-        refunded,
-        in_flight,
-        &currency,
-    ) {
+    let room = room(&mut tx, req.order_id, paid, refunded, None).await?;
+    let amount = match room.refund(req.order_id, req.amount, &currency) {
         Ok(a) => a,
         Err(refusal) => return Ok(Err(refusal)),
     };

@@ -426,6 +426,24 @@ pub async fn redrive_one(db: &Db, id: i64, actor: &Actor<'_>, now: i64) -> anyho
             STAGE_OUTBOX => "outbox",
             other => anyhow::bail!("dead letter {id}: unknown stage {other}"),
         };
+        // A refund command goes out again only if it still fits in what is left to refund
+        // (a refund made elsewhere may have taken the money while it waited): checked under
+        // the order's lock, as a request is. Refused, the dead letter stays open and
+        // nothing moves.
+        let refused = if stage == STAGE_OUTBOX {
+            super::commands::recheck_redrive_in(&mut tx, source_id).await?
+        } else {
+            None
+        };
+        if let Some(refused) = refused {
+            sqlx::query("UPDATE dead_letters SET status = 'open' WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            record(&mut tx, id, actor, &refused, now).await?;
+            tx.commit().await?;
+            return Ok(refused);
+        }
         // Same row, same keys: the item goes through the normal path again, with a fresh
         // retry budget.
         let requeued = sqlx::query(&format!(
@@ -460,25 +478,36 @@ pub async fn redrive_one(db: &Db, id: i64, actor: &Actor<'_>, now: i64) -> anyho
             }
         }
     };
+    record(&mut tx, id, actor, &outcome, now).await?;
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// A redrive's outcome, in the redrives table and the audit log.
+async fn record(
+    tx: &mut sqlx::Transaction<'_, Any>,
+    id: i64,
+    actor: &Actor<'_>,
+    outcome: &str,
+    now: i64,
+) -> anyhow::Result<()> {
     sqlx::query("INSERT INTO redrives (dead_letter_id, actor, reason, outcome, dry_run, at) VALUES ($1, $2, $3, $4, 0, $5)")
         .bind(id)
         .bind(actor.name)
         .bind(actor.reason)
-        .bind(&outcome)
+        .bind(outcome)
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     audit(
-        &mut *tx,
+        &mut **tx,
         actor,
         "dead_letter.redrive",
         &format!("dead_letter:{id}"),
-        Some(outcome.clone()),
+        Some(outcome.to_string()),
         now,
     )
-    .await?;
-    tx.commit().await?;
-    Ok(outcome)
+    .await
 }
 
 /// Resolves (fixed elsewhere) or discards (will not be fixed) an open dead letter; both need a reason.
@@ -509,7 +538,7 @@ pub async fn close(
         .rows_affected();
     anyhow::ensure!(
         done == 1,
-        super::Refused(format!(
+        super::Conflict(format!(
             "dead letter {id} does not exist or is already closed"
         ))
     );

@@ -175,6 +175,12 @@ pub(crate) fn bind_all<'q>(
 #[error("{0}")]
 pub struct Refused(pub String);
 
+/// A change the store refuses because of the current state of what it acts on (a dead
+/// letter already closed): shown like `Refused`, answered 409 instead of 422.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Conflict(pub String);
+
 /// A read transaction whose statements all see one snapshot: a page built from several
 /// reads (an order's row, its facts, its ledger) never mixes states from before and after a
 /// commit in between. SQLite's read transaction is one snapshot from its first read;

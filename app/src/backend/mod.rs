@@ -95,7 +95,8 @@ pub trait AdminBackend: Send + Sync + 'static {
 
     /// Asks the provider for a refund of an order: stored with its outbox message (the
     /// relay sends it) and audited, or refused with nothing stored (`NotFound` for an
-    /// unknown order, `Invalid` beyond what is left to refund or without a payment).
+    /// unknown order, `Conflict` beyond what is left to refund — a dispute the provider
+    /// will not refund included — and `Invalid` without a payment).
     async fn request_refund(
         &self,
         who: &Operator,

@@ -19,6 +19,14 @@ pub struct OrderDetail {
     pub amount_refunded: i64,
     pub amount_disputed: i64,
     pub net: i64,
+    /// Minor units an operator may still ask to refund: paid, minus refunded, minus refunds
+    /// asked for that still hold their amount, minus what disputes make unrefundable (the
+    /// server checks the same under the order's lock).
+    #[serde(default)]
+    pub refundable: i64,
+    /// Why less than the rest is refundable, when a dispute is the reason.
+    #[serde(default)]
+    pub refund_note: Option<String>,
     /// What a person should look at (e.g. a refund larger than what is known to be paid).
     pub attention: Vec<String>,
     pub resources: Vec<OrderResourceView>,

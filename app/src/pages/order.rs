@@ -239,18 +239,6 @@ fn PendingCommands(
     })
 }
 
-/// What is left to refund: paid, minus refunded, minus refunds asked for and not over yet
-/// (the server checks the same under the order's lock).
-fn refundable(order: &OrderDetail) -> i64 {
-    let in_flight: i64 = order
-        .commands
-        .iter()
-        .filter(|c| c.in_flight())
-        .map(|c| c.amount)
-        .sum();
-    (order.amount_paid - order.amount_refunded - in_flight).max(0)
-}
-
 /// An operator's refund, in two steps that both work without JavaScript: a GET form with
 /// the amount in the currency's units and a reason, then a confirmation that says the
 /// amount in the currency and posts it once (its key makes a double click one refund).
@@ -263,7 +251,9 @@ fn RefundPanel(
     let Some(currency) = order.currency.clone().filter(|_| order.amount_paid > 0) else {
         return Either::Left(());
     };
-    let left = refundable(&order);
+    // The server's figure: it counts what holds an amount and what disputes keep.
+    let left = order.refundable;
+    let note = order.refund_note.clone();
     let href = order_href(&order.order_id);
     // `/orders?id=…` for ids that cannot be a path segment: the form sends the id along.
     let (action, id_field) = match href.strip_prefix("/orders?id=") {
@@ -324,6 +314,7 @@ fn RefundPanel(
                 }
                 None => Either::Right(view! {
                     {error.map(|e| view! { <p class="form-error" id="refund-error" role="alert">{e}</p> })}
+                    {note.map(|n| view! { <p class="form-note" id="refund-disputed">{format!("Not refundable: {n}.")}</p> })}
                     {if left > 0 {
                         Either::Left(view! {
                             <form method="get" action=action class="inline-form" id="refund-form">
