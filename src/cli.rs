@@ -93,6 +93,9 @@ pub enum Command {
     /// Compare the provider's events and objects with ours (see README, "Reconciliation"):
     /// prints the run and its diffs. Exit status 1 when a run failed.
     Reconcile(crate::reconcile::cli::ReconcileArgs),
+    /// Send one signed webhook in a provider's own shape to any URL: `oncehook trigger
+    /// pix.paid --url http://127.0.0.1:8080/webhooks/mercadopago` (the local Pix trigger).
+    Trigger(crate::trigger::TriggerArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -392,6 +395,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             server.run_until(stop).await
         }
         Command::Simulate(args) => crate::simulator::cli::run(args).await,
+        Command::Trigger(args) => {
+            let settings = cli.common.settings(None)?;
+            crate::trigger::run(&settings, args).await
+        }
         Command::User { command } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;

@@ -23,6 +23,7 @@ pub mod server;
 pub mod signature;
 pub mod simulator;
 pub mod store;
+pub mod trigger;
 pub mod verify;
 pub mod web;
 pub mod worker;

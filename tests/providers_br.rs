@@ -213,3 +213,98 @@ fn a_scheme_that_would_check_nothing_does_not_start() {
         assert!(stderr.contains(expected), "{stderr}");
     }
 }
+
+fn trigger(config: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .arg("trigger")
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env_remove("ONCEHOOK_CONFIG")
+        .env_remove("ONCEHOOK_TRIGGER_SECRET")
+        .output()
+        .unwrap()
+}
+
+/// `oncehook trigger` signs as each configured provider does: the server accepts each
+/// event once; Stripe's Pix payment becomes a paid order of R$ 5,00; a wrong secret is
+/// refused and the command says so with a non-zero exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trigger_command_sends_what_each_provider_would() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = Binary::start(
+        &db,
+        &("[processor]\npoll_interval_ms = 50\n".to_owned() + CONFIG),
+    )
+    .await;
+    let config = server.dir.path().join("oncehook.toml");
+    for (provider, event) in [
+        ("mercadopago", "pix.paid"),
+        ("pagbank", "pix.paid"),
+        ("asaas", "boleto.paid"),
+        ("asaas", "pix.expired"),
+        ("stripe", "pix.paid"),
+    ] {
+        let url = format!("{}/webhooks/{provider}", server.base);
+        let out = trigger(
+            &config,
+            &[
+                event,
+                "--provider",
+                provider,
+                "--url",
+                &url,
+                "--order",
+                "order-pix-1",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{provider} {event}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("200 OK"));
+    }
+    for provider in ["mercadopago", "pagbank", "stripe"] {
+        assert_eq!(stored(&db, provider).await.len(), 1, "{provider}");
+    }
+    assert_eq!(stored(&db, "asaas").await.len(), 2);
+
+    let store = db.connect().await;
+    let mut paid = None;
+    for _ in 0..100 {
+        paid = sqlx::query_as::<_, (String, i64, String)>(
+            "SELECT status, amount_paid, currency FROM orders WHERE order_id = 'order-pix-1'",
+        )
+        .fetch_optional(store.reader())
+        .await
+        .unwrap();
+        if paid.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(paid, Some(("paid".into(), 500, "BRL".into())));
+    store.close().await;
+
+    let url = format!("{}/webhooks/asaas", server.base);
+    let out = trigger(
+        &config,
+        &[
+            "pix.paid",
+            "--provider",
+            "asaas",
+            "--scheme",
+            "asaas",
+            "--secret",
+            "not-the-asaas-token",
+            "--url",
+            &url,
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("401"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("answered 401"));
+    server.stop();
+}

@@ -272,6 +272,85 @@ impl Generic {
         }
     }
 
+    /// Where the signature goes: `Ok(header name)` or `Err(query parameter name)`.
+    pub fn placement(&self) -> Result<&str, &str> {
+        match &self.source {
+            Source::Header(h) => Ok(h),
+            Source::Query(q) => Err(q),
+        }
+    }
+
+    /// The headers the signed content names (`{header:x-request-id}`): a sender sets them
+    /// before `sign`.
+    pub fn signed_headers(&self) -> Vec<String> {
+        fn collect(parts: &[Part], out: &mut Vec<String>) {
+            for part in parts {
+                match part {
+                    Part::Header(h, _) => out.push(h.clone()),
+                    Part::Optional(inner) => collect(inner, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        collect(&self.template, &mut out);
+        out
+    }
+
+    /// The value a provider would put where `placement` says, signed with the first
+    /// secret at `now_secs`: what `oncehook trigger` sends, and what `verify` accepts.
+    pub fn sign(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        body: &[u8],
+        now_secs: i64,
+    ) -> Result<String, SignatureError> {
+        let secret = &self.secrets[0];
+        if self.algorithm == Algorithm::Token {
+            return Ok(String::from_utf8_lossy(secret).into_owned());
+        }
+        let query: Vec<(String, String)> = query
+            .map(|q| {
+                url::form_urlencoded::parse(q.as_bytes())
+                    .into_owned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let request = Request {
+            headers,
+            query: &query,
+        };
+        let timestamp = self.timestamp_field.as_ref().map(|_| now_secs);
+        let content = render(&self.template, &request, body, secret, timestamp)?;
+        let tag = match self.algorithm {
+            Algorithm::HmacSha256 => {
+                let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any key");
+                mac.update(&content);
+                mac.finalize().into_bytes().to_vec()
+            }
+            Algorithm::HmacSha1 => {
+                let mut mac = Hmac::<sha1::Sha1>::new_from_slice(secret).expect("any key");
+                mac.update(&content);
+                mac.finalize().into_bytes().to_vec()
+            }
+            _ => Sha256::digest(&content).to_vec(),
+        };
+        let encoded = match self.encoding {
+            Encoding::Hex => hex::encode(tag),
+            Encoding::Base64 => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(tag)
+            }
+        };
+        let value = format!("{}{encoded}", self.prefix.as_deref().unwrap_or_default());
+        Ok(match (&self.timestamp_field, &self.signature_field) {
+            (Some(ts), Some(field)) => format!("{ts}={now_secs},{field}={value}"),
+            (None, Some(field)) => format!("{field}={value}"),
+            (_, None) => value,
+        })
+    }
+
     /// The decoded signatures the value carries, and its timestamp.
     fn candidates(
         &self,
@@ -643,6 +722,35 @@ mod tests {
         let h = headers(&[("x-hub-signature", &format!("sha1={tag}"))]);
         assert!(v.verify(&h, None, body, 0).is_ok());
         assert_eq!(v.verify(&h, None, b"{}", 0), Err(SignatureError::NoMatch));
+    }
+
+    #[test]
+    fn what_sign_writes_verify_accepts_for_every_preset() {
+        for name in ["mercadopago", "pagbank", "asaas", "efi-pix"] {
+            let v = preset_verifier(name, "a-secret-of-16-bytes!");
+            let mut h = HeaderMap::new();
+            for header in v.signed_headers() {
+                h.insert(
+                    axum::http::HeaderName::from_bytes(header.as_bytes()).unwrap(),
+                    HeaderValue::from_static("req-1"),
+                );
+            }
+            let mut query = "data.id=42".to_string();
+            let value = v.sign(&h, Some(&query), b"{\"a\":1}", MP_NOW).unwrap();
+            match v.placement() {
+                Ok(header) => {
+                    h.insert(
+                        axum::http::HeaderName::from_bytes(header.as_bytes()).unwrap(),
+                        HeaderValue::from_str(&value).unwrap(),
+                    );
+                }
+                Err(param) => query.push_str(&format!("&{param}={value}")),
+            }
+            assert!(
+                v.verify(&h, Some(&query), b"{\"a\":1}", MP_NOW).is_ok(),
+                "{name}"
+            );
+        }
     }
 
     #[test]
