@@ -1211,10 +1211,14 @@ impl ProviderSettings {
         let base = match self.mapping.as_deref() {
             Some("stripe") => mapping::stripe_default(),
             Some("standard-webhooks") => mapping::standard_webhooks_default(),
+            Some("asaas") => mapping::asaas_default(),
+            Some("pagbank") => mapping::pagbank_default(),
             Some(other) => anyhow::bail!("provider {}: unknown mapping {other:?}", self.name),
             None => match self.scheme {
                 SchemeKind::Stripe => mapping::stripe_default(),
                 SchemeKind::StandardWebhooks => mapping::standard_webhooks_default(),
+                SchemeKind::Asaas => mapping::asaas_default(),
+                SchemeKind::PagBank => mapping::pagbank_default(),
                 _ => mapping::envelope_only(),
             },
         };

@@ -83,6 +83,31 @@ pub struct EventRule {
     /// (e.g. `charge.refunded` in Stripe API versions that no longer embed the refund).
     #[serde(default)]
     pub ignore_without_ref: bool,
+    /// `major`: the amount is written in major units with up to two decimals (Asaas
+    /// `value: 100.5` is 10050 minor units), converted exactly, never through rounding.
+    #[serde(default, skip_serializing_if = "AmountUnit::is_minor")]
+    pub amount_unit: AmountUnit,
+    /// The currency when the event names none (Asaas charges in BRL only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency_default: Option<String>,
+    /// The UTC offset of `occurred_at` values written without one (`2026-12-06 10:00:00`
+    /// in Asaas is Brasília time, `-03:00`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_offset: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AmountUnit {
+    #[default]
+    Minor,
+    Major,
+}
+
+impl AmountUnit {
+    fn is_minor(&self) -> bool {
+        *self == AmountUnit::Minor
+    }
 }
 
 /// The parts of an event the receiver stores before any processing; lenient by design.
@@ -345,6 +370,57 @@ fn integer(
 /// sums of amounts could overflow.
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000_000;
 
+/// Minor units from a major-unit amount with at most two decimals (`100.5`, `"5.00"`),
+/// read from its decimal text so no float rounding is involved.
+fn major_to_minor(text: &str) -> Option<i64> {
+    let (sign, digits) = match text.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, text),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let fraction = fraction.trim_end_matches('0');
+    if whole.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || fraction.len() > 2
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let cents: i64 = format!("{fraction:0<2}").parse().ok()?;
+    whole
+        .parse::<i64>()
+        .ok()?
+        .checked_mul(100)?
+        .checked_add(cents)
+        .map(|v| sign * v)
+}
+
+fn amount_in(
+    doc: &Value,
+    pointers: &[String],
+    unit: AmountUnit,
+) -> Result<Option<i64>, MappingError> {
+    if unit == AmountUnit::Minor {
+        return amount(doc, pointers);
+    }
+    let Some((p, v)) = first(doc, pointers) else {
+        return Ok(None);
+    };
+    let text = match v {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        _ => String::new(),
+    };
+    match major_to_minor(&text) {
+        Some(a) if a.abs() <= MAX_AMOUNT => Ok(Some(a)),
+        _ => Err(MappingError::Invalid {
+            field: "amount",
+            pointer: p.clone(),
+            expected: "an amount in major units with at most two decimals",
+        }),
+    }
+}
+
 fn amount(doc: &Value, pointers: &[String]) -> Result<Option<i64>, MappingError> {
     match integer(doc, pointers, "amount")? {
         Some(a) if a.abs() > MAX_AMOUNT => Err(MappingError::Invalid {
@@ -356,6 +432,23 @@ fn amount(doc: &Value, pointers: &[String]) -> Result<Option<i64>, MappingError>
         }),
         other => Ok(other),
     }
+}
+
+fn timestamp_ms_at(
+    doc: &Value,
+    pointers: &[String],
+    local_offset: Option<&str>,
+) -> Result<i64, MappingError> {
+    if let (Some(offset), Some((_, Value::String(s)))) = (local_offset, first(doc, pointers)) {
+        let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S");
+        let offset = chrono::DateTime::parse_from_rfc3339(&format!("2000-01-01T00:00:00{offset}"));
+        if let (Ok(naive), Ok(offset)) = (naive, offset) {
+            if let Some(t) = naive.and_local_timezone(*offset.offset()).single() {
+                return Ok(t.timestamp_millis());
+            }
+        }
+    }
+    timestamp_ms(doc, pointers)
 }
 
 fn timestamp_ms(doc: &Value, pointers: &[String]) -> Result<i64, MappingError> {
@@ -495,9 +588,11 @@ impl Mapping {
             parent_ref: text(&doc, &rule.parent_ref),
             external_ref,
             lookup_refs,
-            amount: amount(&doc, &rule.amount)?,
-            currency: text(&doc, &rule.currency).map(|c| c.to_ascii_uppercase()),
-            occurred_at_ms: timestamp_ms(&doc, &rule.occurred_at)?,
+            amount: amount_in(&doc, &rule.amount, rule.amount_unit)?,
+            currency: text(&doc, &rule.currency)
+                .or_else(|| rule.currency_default.clone())
+                .map(|c| c.to_ascii_uppercase()),
+            occurred_at_ms: timestamp_ms_at(&doc, &rule.occurred_at, rule.local_offset.as_deref())?,
             sequence: integer(&doc, &rule.sequence, "sequence")?,
             event_type,
         })
@@ -533,6 +628,9 @@ fn rule(
         occurred_at: ptrs(&["/created"]),
         sequence: vec![],
         ignore_without_ref: false,
+        amount_unit: AmountUnit::Minor,
+        currency_default: None,
+        local_offset: None,
     }
 }
 
@@ -703,6 +801,89 @@ pub fn envelope_only() -> Mapping {
     }
 }
 
+/// Asaas: `{"id", "event": "PAYMENT_RECEIVED", "dateCreated": "2026-12-06 10:00:00",
+/// "payment": {"id": "pay_…", "value": 100.5, "externalReference": "<order>", …}}`; values
+/// in reais, times in Brasília (-03:00). A payment's events share its id: confirmed and
+/// received are one payment (one effect), a refund or chargeback its own fact of it.
+pub fn asaas_default() -> Mapping {
+    use Transition::*;
+    let r = |transition: Transition| EventRule {
+        transition: transition.into(),
+        order_id: ptrs(&["/payment/externalReference"]),
+        external_ref: ptrs(&["/payment/id"]),
+        parent_ref: if matches!(transition, Pay | Fail | Cancel) {
+            vec![]
+        } else {
+            ptrs(&["/payment/id"])
+        },
+        lookup_ref: ptrs(&["/payment/id"]),
+        amount: ptrs(&["/payment/value"]),
+        currency: vec![],
+        occurred_at: ptrs(&["/dateCreated"]),
+        sequence: vec![],
+        ignore_without_ref: false,
+        amount_unit: AmountUnit::Major,
+        currency_default: Some("BRL".into()),
+        local_offset: Some("-03:00".into()),
+    };
+    Mapping {
+        event_id: ptrs(&["/id"]),
+        event_type: ptrs(&["/event"]),
+        api_version: vec![],
+        min_api_version: None,
+        events: BTreeMap::from([
+            ("PAYMENT_CONFIRMED".into(), r(Pay)),
+            ("PAYMENT_RECEIVED".into(), r(Pay)),
+            ("PAYMENT_RECEIVED_IN_CASH".into(), r(Pay)),
+            // A Pix QR or a boleto not paid by its due date; a later payment still counts.
+            ("PAYMENT_OVERDUE".into(), r(Fail)),
+            ("PAYMENT_DELETED".into(), r(Cancel)),
+            ("PAYMENT_REFUNDED".into(), r(Refund)),
+            ("PAYMENT_CHARGEBACK_REQUESTED".into(), r(Dispute)),
+            ("PAYMENT_CHARGEBACK_DISPUTE".into(), r(Dispute)),
+        ]),
+    }
+}
+
+/// PagBank orders API: the notification is the order itself, `{"id": "ORDE_…",
+/// "reference_id": "<order>", "charges": [{"id": "CHAR_…", "status": "PAID", "amount":
+/// {"value": 1500, "currency": "BRL"}, "paid_at": …}]}`, without a notification id (so
+/// its hash is the id) or type: the first charge's status is the type.
+pub fn pagbank_default() -> Mapping {
+    use Transition::*;
+    let r = |transition: Transition| EventRule {
+        transition: transition.into(),
+        order_id: ptrs(&["/reference_id", "/charges/0/reference_id"]),
+        external_ref: ptrs(&["/charges/0/id"]),
+        parent_ref: if transition == Refund {
+            ptrs(&["/charges/0/id"])
+        } else {
+            vec![]
+        },
+        lookup_ref: ptrs(&["/charges/0/id"]),
+        amount: ptrs(&["/charges/0/amount/value"]),
+        currency: ptrs(&["/charges/0/amount/currency"]),
+        occurred_at: ptrs(&["/charges/0/paid_at", "/charges/0/created_at", "/created_at"]),
+        sequence: vec![],
+        ignore_without_ref: false,
+        amount_unit: AmountUnit::Minor,
+        currency_default: Some("BRL".into()),
+        local_offset: None,
+    };
+    Mapping {
+        event_id: vec![],
+        event_type: ptrs(&["/charges/0/status"]),
+        api_version: vec![],
+        min_api_version: None,
+        events: BTreeMap::from([
+            ("AUTHORIZED".into(), r(Authorize)),
+            ("PAID".into(), r(Pay)),
+            ("DECLINED".into(), r(Fail)),
+            ("CANCELED".into(), r(Cancel)),
+        ]),
+    }
+}
+
 pub fn standard_webhooks_default() -> Mapping {
     use Transition::*;
     let r = |transition: Transition, external_ref: &str| EventRule {
@@ -720,6 +901,9 @@ pub fn standard_webhooks_default() -> Mapping {
         occurred_at: ptrs(&["/timestamp"]),
         sequence: ptrs(&["/data/sequence"]),
         ignore_without_ref: false,
+        amount_unit: AmountUnit::Minor,
+        currency_default: None,
+        local_offset: None,
     };
     Mapping {
         event_id: vec![],
@@ -1088,5 +1272,40 @@ mod tests {
     fn toml_roundtrip(m: &Mapping) -> Mapping {
         let json = serde_json::to_value(m).unwrap();
         serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn major_units_convert_exactly() {
+        for (text, minor) in [
+            ("100.5", Some(10050)),
+            ("5.00", Some(500)),
+            ("0.01", Some(1)),
+            ("12", Some(1200)),
+            ("-3.1", Some(-310)),
+            ("1.005", None),
+            ("1e3", None),
+            ("", None),
+            ("1.2.3", None),
+        ] {
+            assert_eq!(major_to_minor(text), minor, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_asaas_payment_in_reais_and_brasilia_time_is_money_in_minor_units() {
+        let body = br#"{"id":"evt_1","event":"PAYMENT_RECEIVED","dateCreated":"2026-12-06 10:00:00","payment":{"id":"pay_1","value":1234.56,"externalReference":"order-9","billingType":"PIX"}}"#;
+        let m = asaas_default().map(body).unwrap();
+        assert_eq!(m.transition, Transition::Pay);
+        assert_eq!(m.order_id.as_deref(), Some("order-9"));
+        assert_eq!(m.external_ref, "pay_1");
+        assert_eq!(m.amount, Some(123_456));
+        assert_eq!(m.currency.as_deref(), Some("BRL"));
+        let utc = chrono::DateTime::parse_from_rfc3339("2026-12-06T13:00:00Z").unwrap();
+        assert_eq!(m.occurred_at_ms, utc.timestamp_millis());
+        let odd = br#"{"id":"evt_2","event":"PAYMENT_RECEIVED","dateCreated":"2026-12-06 10:00:00","payment":{"id":"pay_2","value":0.001,"externalReference":"o"}}"#;
+        assert!(
+            asaas_default().map(odd).is_err(),
+            "a third decimal is not money"
+        );
     }
 }
