@@ -101,7 +101,7 @@ proptest! {
             let mut headers = HeaderMap::new();
             headers.insert("stripe-signature", value);
             let started = Instant::now();
-            let result = verifier.verify(&headers, &body, NOW);
+            let result = verifier.verify(&headers, None, &body, NOW);
             check_signature_outcome(result, started);
         }
     }
@@ -126,8 +126,40 @@ proptest! {
             }
         }
         let started = Instant::now();
-        let result = verifier.verify(&headers, &body, NOW);
+        let result = verifier.verify(&headers, None, &body, NOW);
         check_signature_outcome(result, started);
+    }
+
+    /// Every preset of the generic scheme, with arbitrary signature headers, extra
+    /// headers and query strings: an error or a pass, never a panic.
+    #[test]
+    fn generic_scheme_presets_never_panic(
+        signature in prop_oneof![
+            "[ -~]{0,200}",
+            "ts=[0-9]{1,14},v1=[0-9a-f]{0,70}",
+            "(ts=[0-9]{0,3},?|v1=[ -+\\--~]{0,8},?){0,12}",
+        ],
+        request_id in "[ -~]{0,60}",
+        query in "[ -~]{0,120}",
+        body in proptest::collection::vec(any::<u8>(), 0..1024),
+    ) {
+        for (scheme, header) in [
+            (SchemeKind::MercadoPago, "x-signature"),
+            (SchemeKind::PagBank, "x-authenticity-token"),
+            (SchemeKind::Asaas, "asaas-access-token"),
+            (SchemeKind::EfiPix, "x-unused"),
+        ] {
+            let verifier = Verifier::new(scheme, &["a-secret-of-16-bytes".into()], 300).unwrap();
+            let mut headers = HeaderMap::new();
+            for (name, value) in [(header, signature.as_bytes()), ("x-request-id", request_id.as_bytes())] {
+                if let Ok(value) = HeaderValue::from_bytes(value) {
+                    headers.insert(name, value);
+                }
+            }
+            let started = Instant::now();
+            let result = verifier.verify(&headers, Some(&query), &body, NOW);
+            check_signature_outcome(result, started);
+        }
     }
 }
 

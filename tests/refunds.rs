@@ -1412,7 +1412,6 @@ async fn a_disputed_amount_is_not_refundable_when_the_provider_says_so(kind: Kin
         16000
     );
 
-    let _turn = common::dashboard_turn().await;
     let operator = app.sign_in("otto", Role::Operator).await;
     let (status, html) = app.page("/orders/ord-1", &operator).await;
     assert_eq!(status, 200);

@@ -124,7 +124,7 @@ async fn sink_that_times_out_after_succeeding_gets_the_same_key_again(kind: Kind
     )
     .unwrap();
     verifier
-        .verify(&r.headers, r.body.as_bytes(), common::now_secs())
+        .verify(&r.headers, None, r.body.as_bytes(), common::now_secs())
         .expect("signed for the merchant");
     assert_eq!(outbox_status(&app).await, "delivered");
     let attempts = app.count("SELECT COUNT(*) FROM outbox_attempts").await;

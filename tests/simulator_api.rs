@@ -554,7 +554,7 @@ async fn a_refund_made_through_the_api_is_announced_by_a_signed_webhook() {
     let mut types = Vec::new();
     for (headers, body) in &received[before..] {
         verifier
-            .verify(headers, body, chrono::Utc::now().timestamp())
+            .verify(headers, None, body, chrono::Utc::now().timestamp())
             .expect("signed with the secret");
         let event: serde_json::Value = serde_json::from_slice(body).unwrap();
         types.push(event["type"].as_str().unwrap().to_string());

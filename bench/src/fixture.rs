@@ -178,6 +178,7 @@ pub fn server_settings(
         mapping: None,
         events: BTreeMap::new(),
         api: Default::default(),
+        signature: None,
     }];
     s.receiver.enabled = receiver;
     s.processor.enabled = processor;
