@@ -1204,7 +1204,13 @@ pub struct Provider {
     pub name: String,
     pub verifier: Verifier,
     pub mapping: Mapping,
+    /// Mercado Pago with an `api_key`: its thin notifications are completed with the
+    /// payment they name before they are stored (`web::webhooks`).
+    pub fetch: Option<crate::provider_api::ApiClient>,
 }
+
+/// Mercado Pago's API, where a Mercado Pago provider's `api_base` is not set.
+pub const MERCADOPAGO_API_BASE: &str = "https://api.mercadopago.com";
 
 impl ProviderSettings {
     pub fn build(&self) -> anyhow::Result<Provider> {
@@ -1213,12 +1219,14 @@ impl ProviderSettings {
             Some("standard-webhooks") => mapping::standard_webhooks_default(),
             Some("asaas") => mapping::asaas_default(),
             Some("pagbank") => mapping::pagbank_default(),
+            Some("mercadopago") => mapping::mercadopago_default(),
             Some(other) => anyhow::bail!("provider {}: unknown mapping {other:?}", self.name),
             None => match self.scheme {
                 SchemeKind::Stripe => mapping::stripe_default(),
                 SchemeKind::StandardWebhooks => mapping::standard_webhooks_default(),
                 SchemeKind::Asaas => mapping::asaas_default(),
                 SchemeKind::PagBank => mapping::pagbank_default(),
+                SchemeKind::MercadoPago => mapping::mercadopago_default(),
                 _ => mapping::envelope_only(),
             },
         };
@@ -1232,6 +1240,19 @@ impl ProviderSettings {
             )
             .with_context(|| format!("provider {}", self.name))?,
             mapping: base.with_overrides(&self.events),
+            fetch: match (self.scheme, &self.api.key) {
+                (SchemeKind::MercadoPago, Some(_)) => {
+                    let mut api = self.api.clone();
+                    if api.base == ProviderApiSettings::default().base {
+                        api.base = MERCADOPAGO_API_BASE.into();
+                    }
+                    Some(
+                        crate::provider_api::ApiClient::new(&api)
+                            .with_context(|| format!("provider {}", self.name))?,
+                    )
+                }
+                _ => None,
+            },
         })
     }
 }

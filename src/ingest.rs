@@ -279,6 +279,7 @@ mod tests {
             raw_body: vec![],
             correlation_id: format!("c{n}"),
             received_at: 0,
+            fetched_body: None,
         };
         (receipt, oneshot::channel().0)
     }

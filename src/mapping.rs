@@ -845,6 +845,52 @@ pub fn asaas_default() -> Mapping {
     }
 }
 
+/// Mercado Pago: a payment as `GET /v1/payments/{id}` answers it (the receiver fetches it
+/// for each thin notification; the notification's own `action` is the inbox's type).
+/// `status` is the type: `approved` is the payment, `refunded` its running refund total,
+/// `charged_back` a dispute, `rejected` a failure, `cancelled` (a Pix QR that expired
+/// unpaid) a cancel; `pending`, `in_process` and `in_mediation` are kept, not acted on.
+/// Amounts in major units (`transaction_amount: 5.5`).
+pub fn mercadopago_default() -> Mapping {
+    use Transition::*;
+    let r = |transition: Transition, amount: &str| EventRule {
+        transition: transition.into(),
+        order_id: ptrs(&["/external_reference"]),
+        external_ref: ptrs(&["/id"]),
+        parent_ref: if transition == Dispute {
+            ptrs(&["/id"])
+        } else {
+            vec![]
+        },
+        lookup_ref: ptrs(&["/id"]),
+        amount: ptrs(&[amount]),
+        currency: ptrs(&["/currency_id"]),
+        occurred_at: ptrs(&["/date_last_updated", "/date_approved", "/date_created"]),
+        sequence: vec![],
+        ignore_without_ref: false,
+        amount_unit: AmountUnit::Major,
+        currency_default: Some("BRL".into()),
+        local_offset: None,
+    };
+    Mapping {
+        event_id: ptrs(&["/id"]),
+        event_type: ptrs(&["/status", "/action", "/type"]),
+        api_version: ptrs(&["/api_version"]),
+        min_api_version: None,
+        events: BTreeMap::from([
+            ("authorized".into(), r(Authorize, "/transaction_amount")),
+            ("approved".into(), r(Pay, "/transaction_amount")),
+            ("rejected".into(), r(Fail, "/transaction_amount")),
+            ("cancelled".into(), r(Cancel, "/transaction_amount")),
+            (
+                "refunded".into(),
+                r(RefundTotal, "/transaction_amount_refunded"),
+            ),
+            ("charged_back".into(), r(Dispute, "/transaction_amount")),
+        ]),
+    }
+}
+
 /// PagBank orders API: the notification is the order itself, `{"id": "ORDE_…",
 /// "reference_id": "<order>", "charges": [{"id": "CHAR_…", "status": "PAID", "amount":
 /// {"value": 1500, "currency": "BRL"}, "paid_at": …}]}`, without a notification id (so

@@ -43,6 +43,7 @@ async fn a_crashed_instance_s_claims_are_taken_back_at_once_through_its_liveness
             raw_body: b"{}".to_vec(),
             correlation_id: "c".into(),
             received_at: 0,
+            fetched_body: None,
         })
         .collect();
     oncehook::store::ingest::store_receipts(&a, &receipts)

@@ -446,6 +446,7 @@ fn receipt(event_id: &str, body: &str, received_at: i64) -> oncehook::store::ing
         raw_body: body.as_bytes().to_vec(),
         correlation_id: format!("corr-{event_id}-{received_at}"),
         received_at,
+        fetched_body: None,
     }
 }
 

@@ -399,6 +399,7 @@ impl Harness {
             raw_body: e.body(order),
             correlation_id: "prop".into(),
             received_at: 0,
+            fetched_body: None,
         }
     }
 

@@ -336,3 +336,191 @@ async fn the_trigger_command_sends_what_each_provider_would() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("answered 401"));
     server.stop();
 }
+
+/// A Mercado Pago API in the test: `GET /v1/payments/{id}` answers the payment the test
+/// set for that id (500 while `down`), and counts the calls.
+#[derive(Clone, Default)]
+struct FakeMercadoPago {
+    payments:
+        std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, serde_json::Value>>>,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl FakeMercadoPago {
+    async fn serve(&self) -> String {
+        use axum::extract::{Path, State};
+        use axum::http::{HeaderMap, StatusCode};
+        async fn payment(
+            State(api): State<FakeMercadoPago>,
+            Path(id): Path<String>,
+            headers: HeaderMap,
+        ) -> (StatusCode, String) {
+            api.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if headers.get("authorization").and_then(|v| v.to_str().ok())
+                != Some("Bearer APP_USR-test-access-token")
+            {
+                return (StatusCode::UNAUTHORIZED, "{}".into());
+            }
+            if api.down.load(std::sync::atomic::Ordering::SeqCst) {
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "{\"message\":\"down\"}".into(),
+                );
+            }
+            match api.payments.lock().unwrap().get(&id) {
+                Some(p) => (StatusCode::OK, p.to_string()),
+                None => (StatusCode::NOT_FOUND, "{\"message\":\"not found\"}".into()),
+            }
+        }
+        let app = axum::Router::new()
+            .route("/v1/payments/{id}", axum::routing::get(payment))
+            .with_state(self.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        base
+    }
+
+    fn set(&self, id: &str, status: &str, refunded: f64) {
+        self.payments.lock().unwrap().insert(
+            id.into(),
+            serde_json::json!({
+                "id": id.parse::<u64>().unwrap(), "status": status,
+                "status_detail": "accredited", "payment_method_id": "pix",
+                "payment_type_id": "bank_transfer", "currency_id": "BRL",
+                "transaction_amount": 5.5, "transaction_amount_refunded": refunded,
+                "external_reference": format!("order-mp-{id}"),
+                "date_created": "2026-12-06T10:00:00.000-03:00",
+                "date_last_updated": format!("2026-12-06T10:0{}:00.000-03:00", if status == "approved" { 1 } else { 2 }),
+            }),
+        );
+    }
+}
+
+/// Signs and posts a Mercado Pago notification of payment `data_id` (notification `id`).
+async fn post_mp(base: &str, id: u64, data_id: &str, topic: &str) -> reqwest::Response {
+    let now = chrono::Utc::now().timestamp();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let tag = hmac_hex(
+        "mp-webhook-secret-0123",
+        &format!("id:{data_id};request-id:{request_id};ts:{now};"),
+    );
+    let body = serde_json::json!({
+        "id": id, "live_mode": false, "type": topic, "action": format!("{topic}.updated"),
+        "api_version": "v1", "date_created": "2026-12-06T10:00:00.000-03:00",
+        "data": { "id": data_id },
+    });
+    reqwest::Client::new()
+        .post(format!(
+            "{base}/webhooks/mercadopago?data.id={data_id}&type={topic}"
+        ))
+        .header("x-signature", format!("ts={now},v1={tag}"))
+        .header("x-request-id", request_id)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn order_state(db: &TestDb, order: &str) -> Option<(String, i64, i64)> {
+    let store = db.connect().await;
+    let mut row = None;
+    for _ in 0..100 {
+        row = sqlx::query_as(
+            "SELECT status, amount_paid, amount_refunded FROM orders WHERE order_id = $1",
+        )
+        .bind(order)
+        .fetch_optional(store.reader())
+        .await
+        .unwrap();
+        if row.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    store.close().await;
+    row
+}
+
+/// Mercado Pago's thin notifications: the receiver fetches the payment each names, the
+/// processor maps it: a Pix payment of R$ 5,50 becomes a paid order, its refund a refunded
+/// one; while the API fails the notification is refused with 503 and nothing is stored,
+/// and its retry lands once; a notification of another topic is kept without a fetch.
+async fn mercado_pago_notifications_are_completed_from_its_api(kind: Kind) {
+    let api = FakeMercadoPago::default();
+    let api_base = api.serve().await;
+    let db = TestDb::new(kind).await;
+    let config = format!(
+        "[processor]\npoll_interval_ms = 50\n[[providers]]\nname = \"mercadopago\"\nscheme = \"mercadopago\"\nsecrets = [\"mp-webhook-secret-0123\"]\napi_key = \"APP_USR-test-access-token\"\napi_base = \"{api_base}\"\napi_retry = {{ base_ms = 20, cap_ms = 50, max_attempts = 2, max_retry_after_ms = 100 }}\n"
+    );
+    let server = Binary::start(&db, &config).await;
+
+    api.set("1001", "approved", 0.0);
+    assert_eq!(
+        post_mp(&server.base, 1, "1001", "payment").await.status(),
+        200
+    );
+    assert_eq!(
+        post_mp(&server.base, 1, "1001", "payment").await.status(),
+        200,
+        "redelivered"
+    );
+    assert_eq!(
+        order_state(&db, "order-mp-1001").await,
+        Some(("paid".into(), 550, 0))
+    );
+
+    api.set("1002", "approved", 0.0);
+    api.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    let refused = post_mp(&server.base, 2, "1002", "payment").await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "30");
+    assert_eq!(
+        stored(&db, "mercadopago").await,
+        ["1"],
+        "nothing stored while refused"
+    );
+    api.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        post_mp(&server.base, 2, "1002", "payment").await.status(),
+        200
+    );
+    assert_eq!(
+        order_state(&db, "order-mp-1002").await,
+        Some(("paid".into(), 550, 0))
+    );
+
+    // The same payment refunded: a new notification, the fetched payment's new status.
+    api.set("1001", "refunded", 5.5);
+    assert_eq!(
+        post_mp(&server.base, 3, "1001", "payment").await.status(),
+        200
+    );
+    let mut refunded = None;
+    for _ in 0..100 {
+        refunded = order_state(&db, "order-mp-1001").await;
+        if refunded.as_ref().is_some_and(|o| o.0 == "refunded") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(refunded, Some(("refunded".into(), 550, 550)));
+
+    let calls = api.calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        post_mp(&server.base, 4, "777", "merchant_order")
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(
+        api.calls.load(std::sync::atomic::Ordering::SeqCst),
+        calls,
+        "no fetch"
+    );
+    assert_eq!(stored(&db, "mercadopago").await, ["1", "2", "3", "4"]);
+    server.stop();
+}
+
+both!(mercado_pago_notifications_are_completed_from_its_api);

@@ -85,6 +85,7 @@ fn receipt(i: usize) -> Receipt {
         raw_body: vec![b'x'; 1500],
         correlation_id: format!("c{i}"),
         received_at: i as i64,
+        fetched_body: None,
     }
 }
 

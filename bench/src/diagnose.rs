@@ -61,6 +61,7 @@ pub async fn store_direct(
                         raw_body: factory.body(n + i).into_bytes(),
                         correlation_id: uuid::Uuid::new_v4().to_string(),
                         received_at: now,
+                        fetched_body: None,
                     })
                     .collect();
                 store_receipts(&handle, &receipts).await?;

@@ -153,6 +153,17 @@ impl ApiClient {
             .await
     }
 
+    /// Mercado Pago: the payment a thin notification names, as the API answered it (the
+    /// receiver stores these bytes beside the notification).
+    pub async fn mercadopago_payment(&self, id: &str) -> Result<Vec<u8>, ApiError> {
+        let path = format!("/v1/payments/{}", checked_id(id)?);
+        let body = self.call(Method::GET, &path, &[], None, None).await?;
+        match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(serde_json::Value::Object(_)) => Ok(body),
+            _ => Err(ApiError::Decode(format!("{path}: not a JSON object"))),
+        }
+    }
+
     /// With `expand_latest_charge`, `latest_charge` is the charge object, not its id.
     pub async fn payment_intent(
         &self,

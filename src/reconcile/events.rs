@@ -242,6 +242,7 @@ pub(super) fn receipt(run: &Run<'_>, e: &Event, event_id: &str, body: Vec<u8>) -
         raw_body: body,
         correlation_id: run.correlation_id.clone(),
         received_at: now_ms(),
+        fetched_body: None,
     }
 }
 

@@ -283,6 +283,7 @@ fn built_receipt(run: &Run<'_>, object_id: &str, s: &Synth) -> Receipt {
         raw_body: body.to_string().into_bytes(),
         correlation_id: run.correlation_id.clone(),
         received_at: now_ms(),
+        fetched_body: None,
     }
 }
 

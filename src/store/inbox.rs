@@ -161,7 +161,9 @@ where
 const CLAIM_CLASS: i32 = 0x6f68_0013;
 
 /// The columns a claim reads.
-const CLAIM_COLUMNS: &str = "id, provider, event_id, event_type, raw_body, correlation_id, \
+/// A thin notification is mapped from what the receiver fetched for it (`fetched_body`).
+const CLAIM_COLUMNS: &str = "id, provider, event_id, event_type, \
+    COALESCE(fetched_body, raw_body) AS raw_body, correlation_id, \
     received_at, attempts, retries_base, error_history";
 
 /// PostgreSQL: claims up to `limit` due rows for the transaction `conn` is in, without

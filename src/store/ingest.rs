@@ -20,6 +20,10 @@ pub struct Receipt {
     pub raw_body: Vec<u8>,
     pub correlation_id: String,
     pub received_at: i64,
+    /// What the receiver fetched from the provider's API for a thin notification (Mercado
+    /// Pago's payment): what the processor maps instead of `raw_body`, which stays the
+    /// delivery as it came.
+    pub fetched_body: Option<Vec<u8>>,
 }
 
 /// Whether this receipt created the inbox row or repeated an event already stored.
@@ -57,11 +61,11 @@ async fn store_receipts_in_one_statement(
     let first = first_of_their_event(receipts);
     let sql = format!(
         "WITH batch (n, provider, event_id, event_type, api_version, raw_body, \
-             correlation_id, received_at, body_sha256, first) AS (VALUES {}), \
+             correlation_id, received_at, body_sha256, first, fetched_body) AS (VALUES {}), \
          inserted AS (INSERT INTO inbox_events (provider, event_id, event_type, api_version, \
-             raw_body, correlation_id, received_at, status, next_attempt_at) \
+             raw_body, correlation_id, received_at, status, next_attempt_at, fetched_body) \
              SELECT provider, event_id, event_type, api_version, raw_body, correlation_id, \
-                 received_at, 'pending', received_at FROM batch WHERE first ORDER BY n \
+                 received_at, 'pending', received_at, fetched_body FROM batch WHERE first ORDER BY n \
              ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id), \
          logged AS (INSERT INTO deliveries (provider, event_id, duplicate, correlation_id, \
              body_sha256, received_at) \
@@ -72,13 +76,14 @@ async fn store_receipts_in_one_statement(
                  ON i.provider = b.provider AND i.event_id = b.event_id \
              ORDER BY b.n) \
          SELECT provider, event_id, pg_notify('{WAKE_CHANNEL}', '') FROM inserted",
-        values_list(Backend::Postgres, receipts.len(), 10)
+        values_list(Backend::Postgres, receipts.len(), 11)
     );
     let mut query = sqlx::query(&sql);
     for (n, (r, first)) in receipts.iter().zip(&first).enumerate() {
         query = bind_inbox_columns(query.bind(n as i64), r)
             .bind(hex::encode(Sha256::digest(&r.raw_body)))
-            .bind(*first);
+            .bind(*first)
+            .bind(&r.fetched_body);
     }
     // One notification per new event in the statement; PostgreSQL folds identical ones
     // within a transaction into one.
@@ -157,15 +162,16 @@ pub async fn store_receipts_in(
         .collect();
     let sql = format!(
         "INSERT INTO inbox_events (provider, event_id, event_type, api_version, raw_body, \
-         correlation_id, received_at, status, next_attempt_at) VALUES {} \
+         correlation_id, received_at, status, next_attempt_at, fetched_body) VALUES {} \
          ON CONFLICT (provider, event_id) DO NOTHING RETURNING provider, event_id",
-        values_list(backend, firsts.len(), 9)
+        values_list(backend, firsts.len(), 10)
     );
     let mut insert = sqlx::query(&sql);
     for r in firsts {
         insert = bind_inbox_columns(insert, r)
             .bind("pending")
-            .bind(r.received_at);
+            .bind(r.received_at)
+            .bind(&r.fetched_body);
     }
     let inserted = inserted_keys(insert.fetch_all(&mut **tx).await?)?;
     let outcomes = outcomes(receipts, &first, &inserted);

@@ -227,6 +227,32 @@ async fn receive_inner(
         raw_body: body.to_vec(),
         correlation_id: correlation_id.clone(),
         received_at: now,
+        fetched_body: None,
+    };
+    // A thin notification (Mercado Pago's) is completed with the payment it names before
+    // anything is stored: a failure answers 503 and stores nothing, so the provider's retry
+    // fetches again rather than leaving a notification nobody can apply.
+    let receipt = match &provider.fetch {
+        None => receipt,
+        Some(api) => match fetch_named_payment(api, query.as_deref(), &body).await {
+            Ok(fetched_body) => Receipt {
+                fetched_body,
+                ..receipt
+            },
+            Err(reason) => {
+                warn!(%event_id, %reason, "payment not fetched: answering 503");
+                crate::metrics::receipt(&provider_name, "unavailable");
+                let mut response = error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &correlation_id,
+                    format!("the payment this notification names could not be fetched: {reason}"),
+                );
+                response
+                    .headers_mut()
+                    .insert("retry-after", HeaderValue::from_static("30"));
+                return response;
+            }
+        },
     };
     let receipt_api_version = envelope.api_version;
     match state.ingestor.submit(receipt).await {
@@ -269,6 +295,57 @@ async fn receive_inner(
                 .insert("retry-after", HeaderValue::from_static("5"));
             response
         }
+    }
+}
+
+/// How long the receiver waits for a thin notification's payment: within the 22 s Mercado
+/// Pago waits for an answer, retries included.
+const FETCH_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The payment a Mercado Pago notification names (`data.id` of the query string, else of
+/// the body), as its API answers it; `Ok(None)` for notifications of other topics
+/// (`merchant_order`, `point_integration_wh`…), which are kept as they came.
+async fn fetch_named_payment(
+    api: &crate::provider_api::ApiClient,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<Option<Vec<u8>>, String> {
+    let params: Vec<(String, String)> = query
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let doc: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let text = |pointer: &str| match doc.pointer(pointer) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let topic = param("type")
+        .or_else(|| param("topic"))
+        .or_else(|| text("/type"))
+        .or_else(|| text("/topic"));
+    if topic.as_deref() != Some("payment") {
+        return Ok(None);
+    }
+    let Some(id) = param("data.id")
+        .or_else(|| text("/data/id"))
+        .or_else(|| param("id"))
+    else {
+        return Err("a payment notification without data.id".into());
+    };
+    match tokio::time::timeout(FETCH_WITHIN, api.mercadopago_payment(&id)).await {
+        Ok(Ok(payment)) => Ok(Some(payment)),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", FETCH_WITHIN.as_secs())),
     }
 }
 
