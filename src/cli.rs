@@ -348,6 +348,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let stop = crate::server::StopSignal::install()?;
             let mut settings = cli.common.settings(listen)?;
             settings.demo = demo;
+            if demo {
+                crate::simulator::demo::refuse_real_settings(&settings)?;
+            }
             let dev_secret = settings.ensure_dev_provider()?;
             let demo = match demo {
                 true => Some(crate::simulator::demo::prepare(&mut settings).await?),
@@ -364,8 +367,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     p.name, p.scheme
                 );
             }
+            // Like the one-time password, the secret itself goes only to a terminal: a
+            // container's or service manager's captured output is kept and read by others.
+            let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
             match dev_secret {
-                Some(dev) if dev.generated => {
+                Some(dev) if dev.generated && on_terminal => {
                     println!(
                         "  development signing secret for provider \"stripe\": {}",
                         dev.secret

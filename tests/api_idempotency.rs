@@ -179,12 +179,18 @@ async fn another_body_under_a_key_is_422_and_changes_nothing(kind: Kind) {
 async fn a_key_still_running_is_409_and_concurrent_requests_make_one_command(kind: Kind) {
     let app = paid(kind).await;
     let ops = token(&app, "ops", "operator").await;
-    // Another instance is running a request with this key right now.
+    // Another instance is running a request with this key right now (keys are scoped by
+    // the token's id).
     let body = json!({"amount": 100, "reason": "x"});
+    let id: i64 = sqlx::query_scalar("SELECT id FROM api_tokens WHERE name = 'ops'")
+        .fetch_one(app.db.reader())
+        .await
+        .unwrap();
     sqlx::query(
         "INSERT INTO api_idempotency (scope, idempotency_key, request_digest, created_at) \
-         VALUES ('token:ops', 'k-run', 'theirs', $1)",
+         VALUES ($1, 'k-run', 'theirs', $2)",
     )
+    .bind(format!("token-id:{id}"))
     .bind(now_ms())
     .execute(app.db.writer())
     .await
@@ -254,6 +260,16 @@ async fn keys_belong_to_their_token_and_expire_after_a_day(kind: Kind) {
     assert_eq!((theirs.0, theirs.2), (201, false));
     assert_ne!(mine.1["id"], theirs.1["id"]);
     assert_eq!(commands(&app).await, 2);
+    // A token's keys are its own, not its name's: a new token under a revoked one's name
+    // does not replay the old one's answers.
+    tokens::revoke(&app.db, "ops-2", "test", None, now_ms())
+        .await
+        .unwrap();
+    let successor = token(&app, "ops-2", "operator").await;
+    let fresh = post(&app, REFUNDS, &successor, Some("k-1"), body.clone()).await;
+    assert_eq!((fresh.0, fresh.2), (201, false), "{}", fresh.1);
+    assert_ne!(fresh.1["id"], theirs.1["id"]);
+    assert_eq!(commands(&app).await, 3);
     // A day and a bit later the key is new again.
     sqlx::query("UPDATE api_idempotency SET created_at = created_at - 90000000")
         .execute(app.db.writer())
@@ -268,7 +284,7 @@ async fn keys_belong_to_their_token_and_expire_after_a_day(kind: Kind) {
     )
     .await;
     assert_eq!((later.0, later.2), (201, false), "{}", later.1);
-    assert_eq!(commands(&app).await, 3);
+    assert_eq!(commands(&app).await, 4);
     app.shutdown().await;
 }
 

@@ -26,6 +26,7 @@ both!(
     an_event_id_without_its_provider_is_found_by_the_unique_key,
     sink_urls_on_the_settings_page_show_scheme_and_host_only,
     percent_and_underscore_in_the_error_filter_match_literally,
+    a_refused_request_naming_a_huge_target_leaves_a_short_audit_row,
 );
 
 const DAY_MS: i64 = 86_400_000;
@@ -319,6 +320,32 @@ async fn viewer_token(app: &TestApp) -> String {
     .await
     .unwrap()
     .1
+}
+
+/// What one hostile request costs the audit log: a viewer's refund of an order whose id is
+/// 6,000 characters of the URL is refused and audited, with the target cut to 200 + "…".
+async fn a_refused_request_naming_a_huge_target_leaves_a_short_audit_row(kind: Kind) {
+    let app = app(kind).await;
+    let viewer = viewer_token(&app).await;
+    let order = "o".repeat(6_000);
+    let r = app
+        .http
+        .post(format!("{}/api/v1/orders/{order}/refunds", app.url))
+        .bearer_auth(&viewer)
+        .json(&serde_json::json!({"amount": 100, "reason": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let (target,): (String,) = sqlx::query_as(
+        "SELECT target FROM audit_log WHERE action = 'order.refund.refused' ORDER BY id DESC",
+    )
+    .fetch_one(app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(target.chars().count(), 201, "{target}");
+    assert!(target.starts_with("order:ooo") && target.ends_with('…'));
+    app.shutdown().await;
 }
 
 async fn the_redrive_preview_reads_at_most_what_it_shows(kind: Kind) {

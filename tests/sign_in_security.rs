@@ -597,6 +597,13 @@ async fn the_one_time_admin_password_goes_to_a_private_file_not_to_a_pipe(kind: 
     assert!(!log.contains(&password), "{log}");
     assert!(!stdout.contains(&password), "{stdout}");
     assert!(stdout.contains("oncehook is running"), "{stdout}");
+    // Nor the generated development signing secret: the pipe names its file.
+    let secret_file = dir.path().join("data").join("dev-stripe-secret");
+    let secret = std::fs::read_to_string(&secret_file).unwrap();
+    assert!(secret.trim().starts_with("whsec_dev_"));
+    assert!(!stdout.contains(secret.trim()), "{stdout}");
+    assert!(!log.contains(secret.trim()), "{log}");
+    assert!(stdout.contains("dev-stripe-secret"), "{stdout}");
 
     let db = test_db.connect().await;
     let admin_user = users::by_name(&db, "admin").await.unwrap().unwrap();
@@ -656,6 +663,10 @@ async fn the_one_time_admin_password_is_shown_on_a_terminal(kind: Kind) {
     let file = dir.path().join("data").join("admin-one-time-password");
     let password = std::fs::read_to_string(&file).unwrap().trim().to_string();
     assert_eq!(password.len(), 20);
-    // The same password on the terminal as in the file, once.
+    // The same password on the terminal as in the file, once; and the generated
+    // development signing secret, as someone running it by hand needs it.
     assert_eq!(shown.matches(password.as_str()).count(), 1, "{shown}");
+    let secret =
+        std::fs::read_to_string(dir.path().join("data").join("dev-stripe-secret")).unwrap();
+    assert_eq!(shown.matches(secret.trim()).count(), 1, "{shown}");
 }

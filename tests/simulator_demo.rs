@@ -12,6 +12,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 both!(
     serve_demo_fills_the_dashboard_within_a_minute,
+    serve_demo_refuses_a_database_that_holds_real_events,
+    serve_demo_refuses_configured_providers_and_sinks,
     serve_without_demo_shows_no_demo_badge,
 );
 
@@ -189,6 +191,17 @@ async fn serve_demo_fills_the_dashboard_within_a_minute(kind: Kind) {
         );
     }
     child.kill().await.unwrap();
+    child.wait().await.unwrap();
+    // A restart of the demo goes on with the database it filled (the data directory says
+    // so), though the database now holds events.
+    let (mut again, _, printed) = serve(&test_db, &data_dir, true).await;
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.contains("simulated Stripe traffic")),
+        "{printed:?}"
+    );
+    again.kill().await.unwrap();
 }
 
 async fn serve_without_demo_shows_no_demo_badge(kind: Kind) {
@@ -212,4 +225,133 @@ async fn serve_without_demo_shows_no_demo_badge(kind: Kind) {
         assert!(!bar.contains("demo"), "{path} top bar: {bar}");
     }
     child.kill().await.unwrap();
+}
+
+/// `oncehook serve --demo` with `extra` arguments that is expected to refuse: its exit
+/// status and what it printed on stderr.
+fn demo_refused(db: &TestDb, data_dir: &std::path::Path, extra: &[&str]) -> (bool, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .args([
+            "serve",
+            "--demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            &db.url,
+        ])
+        .args(extra)
+        .env("ONCEHOOK_DATA_DIR", data_dir)
+        .env_remove("ONCEHOOK_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve --demo neither refused nor stopped within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status.success(), stderr)
+}
+
+/// A real server took one signed payment; `serve --demo` pointed at its database (with a
+/// data directory of its own, as someone trying the demo beside production would) refuses
+/// and writes nothing: not one event, order or audit row more.
+async fn serve_demo_refuses_a_database_that_holds_real_events(kind: Kind) {
+    let test_db = TestDb::new(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    let real_data = dir.path().join("real");
+    let (mut child, url, _) = serve(&test_db, &real_data, false).await;
+    let secret = std::fs::read_to_string(real_data.join("dev-stripe-secret")).unwrap();
+    let body = serde_json::to_vec(&common::fixtures::payment_intent_succeeded(
+        "evt_real_1",
+        "pi_real_1",
+        "ord-real-1",
+        4200,
+        common::now_secs(),
+    ))
+    .unwrap();
+    let answer = http()
+        .post(format!("{url}/webhooks/stripe"))
+        .header(
+            "stripe-signature",
+            oncehook::signature::stripe::sign(secret.trim(), common::now_secs(), &body),
+        )
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    child.kill().await.unwrap();
+    child.wait().await.unwrap();
+
+    let db = oncehook::store::Db::connect(&test_db.url).await.unwrap();
+    let before = state(&db).await;
+    assert_eq!(before.0, 1, "the real event is stored");
+    let (ok, stderr) = demo_refused(&test_db, &dir.path().join("demo"), &[]);
+    assert!(
+        !ok,
+        "serve --demo ran on a database with real events: {stderr}"
+    );
+    assert!(
+        stderr.contains("--demo") && stderr.contains("1 event"),
+        "{stderr}"
+    );
+    assert_eq!(state(&db).await, before, "the refused demo wrote nothing");
+    db.close().await;
+}
+
+/// Events, orders, outbox messages and audit rows: what a demo would add to.
+async fn state(db: &oncehook::store::Db) -> (i64, i64, i64, i64) {
+    (
+        common::count(db, "SELECT COUNT(*) FROM inbox_events").await,
+        common::count(db, "SELECT COUNT(*) FROM orders").await,
+        common::count(db, "SELECT COUNT(*) FROM outbox").await,
+        common::count(db, "SELECT COUNT(*) FROM audit_log").await,
+    )
+}
+
+/// A configured provider's secret is never the demo's (its traffic would be signed as the
+/// real provider's), and a configured sink would deliver made-up orders to real systems.
+async fn serve_demo_refuses_configured_providers_and_sinks(kind: Kind) {
+    let test_db = TestDb::new(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "[[providers]]\nname = \"stripe\"\nscheme = \"stripe\"\n\
+             secrets = [\"whsec_real_0123456789abcdef0123456789\"]\n",
+            "provider",
+        ),
+        (
+            "[sinks.fulfilment]\nkind = \"http\"\nurl = \"https://shop.example/hooks\"\n",
+            "sink",
+        ),
+    ];
+    for (n, (toml, named)) in cases.iter().enumerate() {
+        let config = dir.path().join(format!("oncehook-{n}.toml"));
+        std::fs::write(&config, toml).unwrap();
+        let (ok, stderr) = demo_refused(
+            &test_db,
+            &dir.path().join(format!("data-{n}")),
+            &["--config", config.to_str().unwrap()],
+        );
+        assert!(!ok, "serve --demo ran with a configured {named}: {stderr}");
+        assert!(stderr.contains(named), "{named}: {stderr}");
+    }
+    // Refused before the server started: not even the tables were made.
+    let db = oncehook::store::Db::connect(&test_db.url).await.unwrap();
+    let events: Result<i64, _> = sqlx::query_scalar("SELECT COUNT(*) FROM inbox_events")
+        .fetch_one(db.reader())
+        .await;
+    assert!(events.is_err(), "{events:?}");
+    db.close().await;
 }

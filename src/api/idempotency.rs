@@ -2,7 +2,7 @@
 //! the same request returns the first answer (status and body, `Idempotent-Replayed: true`)
 //! without doing the work again; the same key with another request is a 422 that says so;
 //! while the first request with the key runs, another is a 409. Keys are kept 24 hours and
-//! belong to the token that sent them. An answer of 5xx is not kept: the key may run again.
+//! belong to the token that sent them (its id: a new token under an old name starts afresh). An answer of 5xx is not kept: the key may run again.
 //! A request without the header runs as before.
 
 use axum::body::{to_bytes, Body};
@@ -40,11 +40,11 @@ pub async fn layer(State(db): State<Db>, request: Request, next: Next) -> Respon
             .into_response()
         }
     };
-    // The bearer layer ran first: the token names the scope.
+    // The bearer layer ran first: the token's id is the scope.
     let Some(scope) = request
         .extensions()
-        .get::<app::backend::Principal>()
-        .map(|p| p.name.clone())
+        .get::<super::TokenScope>()
+        .map(|t| format!("token-id:{}", t.0))
     else {
         return next.run(request).await;
     };

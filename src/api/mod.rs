@@ -223,6 +223,11 @@ fn bearer_credentials(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// Which token sent a request: its row id, never its name, so a new token made under a
+/// revoked one's name shares nothing with it (idempotency keys are scoped by this).
+#[derive(Clone, Copy, Debug)]
+pub struct TokenScope(pub i64);
+
 /// `Authorization: Bearer <token>` → the token's `Principal` in the request's extensions;
 /// 401 without a live token.
 async fn bearer(State(db): State<Db>, mut req: Request, next: Next) -> Response {
@@ -250,6 +255,7 @@ async fn bearer(State(db): State<Db>, mut req: Request, next: Next) -> Response 
         .extensions()
         .get::<crate::web::client_addr::ClientAddr>()
         .map(|c| c.0.to_string());
+    req.extensions_mut().insert(TokenScope(row.id));
     req.extensions_mut().insert(Principal {
         // Tokens are not users; the name in the audit log says which token acted.
         user_id: 0,

@@ -87,6 +87,10 @@ fn checked_id(id: &str) -> Result<&str, ApiError> {
     }
 }
 
+/// The largest answer read: a full page of 100 Stripe events with expanded objects is well
+/// under 2 MiB.
+pub const MAX_ANSWER_BYTES: usize = 8 << 20;
+
 /// Stripe refuses longer keys.
 pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 
@@ -110,6 +114,9 @@ impl ApiClient {
             );
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(settings.timeout_ms))
+            // A redirect would carry the secret key to wherever the Location points; the
+            // provider's API never redirects, so a 3xx is an error to look at.
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("oncehook/", env!("CARGO_PKG_VERSION")))
             .build()?;
         Ok(ApiClient {
@@ -349,12 +356,23 @@ impl ApiClient {
             .map_err(|e| (self.transport(e), None))?;
         let status = response.status();
         let headers = response.headers().clone();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| (self.transport(e), None))?;
+        let body = self.capped_body(response).await?;
         if status.is_success() {
-            return Ok(body.to_vec());
+            return Ok(body);
+        }
+        if status.is_redirection() {
+            return Err((
+                ApiError::Api {
+                    status: status.as_u16(),
+                    kind: "http_error".into(),
+                    code: None,
+                    message: "the API answered with a redirect, which is not followed (it \
+                              would carry the key elsewhere); check the provider's api_base"
+                        .into(),
+                    should_retry: Some(false),
+                },
+                None,
+            ));
         }
         let retry_after = (status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error())
             .then(|| headers.get(reqwest::header::RETRY_AFTER))
@@ -369,6 +387,38 @@ impl ApiClient {
             ApiError::from_answer(status.as_u16(), should_retry, &body),
             retry_after,
         ))
+    }
+
+    /// The answer's body, refused (not buffered) beyond [`MAX_ANSWER_BYTES`]: a broken or
+    /// hostile endpoint cannot make the server hold an answer of any size in memory.
+    async fn capped_body(
+        &self,
+        mut response: reqwest::Response,
+    ) -> Result<Vec<u8>, (ApiError, Option<Duration>)> {
+        let too_big = || {
+            ApiError::Decode(format!(
+                "the answer is larger than {} MiB",
+                MAX_ANSWER_BYTES >> 20
+            ))
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+        {
+            return Err((too_big(), None));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| (self.transport(e), None))?
+        {
+            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err((too_big(), None));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     /// reqwest's error without its URL (the base may carry credentials).

@@ -22,6 +22,9 @@ use crate::signature::SchemeKind;
 const ORDERS: usize = 1_200;
 const DURATION: Duration = Duration::from_secs(5 * 60);
 
+/// How fast the provider API client calls the demo's own simulator.
+const DEMO_API_RATE_PER_SEC: f64 = 1_000.0;
+
 /// What `prepare` set up before the server starts.
 pub struct Prepared {
     listener: tokio::net::TcpListener,
@@ -58,10 +61,72 @@ fn api_key(data_dir: &Path) -> anyhow::Result<String> {
     }
 }
 
+/// What `serve --demo` refuses before anything starts: it makes up payments, so it signs
+/// them with its own development secret, never a configured provider's, and delivers its
+/// outbox to the log alone, never through a configured sink to real systems. Call before
+/// `ensure_dev_provider` adds the development provider.
+pub fn refuse_real_settings(settings: &Settings) -> anyhow::Result<()> {
+    if !settings.providers.is_empty() {
+        let names: Vec<&str> = settings.providers.iter().map(|p| p.name.as_str()).collect();
+        anyhow::bail!(
+            "--demo signs its made-up traffic with a development secret of its own, never a \
+             configured provider's; this configuration names the provider(s) {}: run the \
+             demo without [[providers]] (a config file of its own, or none)",
+            names.join(", ")
+        );
+    }
+    if !settings.sinks.is_empty() {
+        let names: Vec<&str> = settings.sinks.keys().map(String::as_str).collect();
+        anyhow::bail!(
+            "--demo would deliver made-up orders through the configured sink(s) {} to real \
+             systems; run the demo without [sinks] (a config file of its own, or none)",
+            names.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The file in the data directory that says which database an earlier `--demo` filled (a
+/// digest of its URL, not the URL, which may hold a password).
+const DEMO_DATABASE_FILE: &str = "demo-database";
+
+fn database_digest(url: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(url.as_bytes()))
+}
+
+/// `--demo` fills only a new, empty database, or the one an earlier `--demo` with this data
+/// directory filled (a restart of the demo): never one holding real payments. Marks the
+/// database as the demo's when it lets it through.
+async fn claim_database(settings: &Settings) -> anyhow::Result<()> {
+    let marker = settings.data_dir.join(DEMO_DATABASE_FILE);
+    let digest = database_digest(&settings.database_url);
+    let ours = std::fs::read_to_string(&marker).is_ok_and(|d| d.trim() == digest);
+    if !ours {
+        let db = crate::store::Db::connect(&settings.database_url).await?;
+        // No table yet: a new database, which the server's migrations create.
+        let events: Option<i64> = sqlx::query_scalar("SELECT COUNT(*) FROM inbox_events")
+            .fetch_one(db.reader())
+            .await
+            .ok();
+        db.close().await;
+        if let Some(n) = events.filter(|n| *n > 0) {
+            anyhow::bail!(
+                "the database at {} already holds {n} event(s) that no --demo made; --demo \
+                 fills only a new, empty database: give it one of its own (--database-url) \
+                 and a data directory of its own",
+                crate::cli::redact_url(&settings.database_url)
+            );
+        }
+    }
+    crate::config::write_private_file(&marker, digest.as_bytes())
+}
+
 /// Points the `stripe` provider's API at the demo's simulator (on a free loopback port)
 /// with the demo's key. Call after `ensure_dev_provider`, before the server starts.
 pub async fn prepare(settings: &mut Settings) -> anyhow::Result<Prepared> {
     crate::config::create_private_dir(&settings.data_dir)?;
+    claim_database(settings).await?;
     let key = api_key(&settings.data_dir)?;
     let provider = settings
         .providers
@@ -76,6 +141,9 @@ pub async fn prepare(settings: &mut Settings) -> anyhow::Result<Prepared> {
     let api_url = format!("http://{}", listener.local_addr()?);
     provider.api.base = api_url.clone();
     provider.api.key = Some(key.clone());
+    // Its own simulator, not Stripe: no need for a real account's pace, so a reconciliation
+    // of the demo's hundreds of objects takes seconds.
+    provider.api.rate_per_sec = DEMO_API_RATE_PER_SEC;
     Ok(Prepared {
         listener,
         api_key: key,

@@ -380,16 +380,19 @@ pub async fn audit<'e, E: Executor<'e, Database = Any>>(
     details: Option<String>,
     now: i64,
 ) -> anyhow::Result<()> {
-    sqlx::query("INSERT INTO audit_log (actor, action, target, reason, details, source, at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
-        .bind(actor.name)
-        .bind(action)
-        .bind(target)
-        .bind(actor.reason)
-        .bind(details)
-        .bind(actor.source)
-        .bind(now)
-        .execute(executor)
-        .await?;
+    super::users::insert_audit_with(
+        executor,
+        &super::users::AuditEntry {
+            actor: actor.name,
+            action,
+            target,
+            reason: actor.reason,
+            details: details.as_deref(),
+            source: actor.source,
+            now,
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -180,17 +180,19 @@ async fn audit_in(
     source: Option<&str>,
     now: i64,
 ) -> anyhow::Result<()> {
-    sqlx::query(
-        "INSERT INTO audit_log (actor, action, target, reason, details, source, at) \
-         VALUES ($1, $2, $3, NULL, $4, $5, $6)",
+    let target = format!("api_token:{} ({})", row.name, row.prefix);
+    super::users::insert_audit_with(
+        &mut **tx,
+        &super::users::AuditEntry {
+            actor,
+            action,
+            target: &target,
+            reason: None,
+            details: Some(details),
+            source,
+            now,
+        },
     )
-    .bind(actor)
-    .bind(action)
-    .bind(format!("api_token:{} ({})", row.name, row.prefix))
-    .bind(details)
-    .bind(source)
-    .bind(now)
-    .execute(&mut **tx)
     .await?;
     Ok(())
 }

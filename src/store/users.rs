@@ -196,18 +196,40 @@ pub async fn audit(db: &Db, entry: &AuditEntry<'_>) -> anyhow::Result<()> {
 
 /// [`audit`], returning the row's id.
 pub async fn insert_audit(db: &Db, entry: &AuditEntry<'_>) -> anyhow::Result<i64> {
+    insert_audit_with(db.writer(), entry).await
+}
+
+/// The longest audit target kept: a longer one (a name or id someone typed or sent) is cut
+/// to this many characters and marked with "…" before it is written, so one hostile request
+/// cannot grow the log by its body size.
+pub const MAX_AUDIT_TARGET_CHARS: usize = 200;
+
+/// `target`, at most [`MAX_AUDIT_TARGET_CHARS`] characters.
+pub fn capped_audit_target(target: &str) -> std::borrow::Cow<'_, str> {
+    match target.char_indices().nth(MAX_AUDIT_TARGET_CHARS) {
+        Some((end, _)) => format!("{}…", &target[..end]).into(),
+        None => target.into(),
+    }
+}
+
+/// The one place an audit row is written (every store module's audit goes through it), in
+/// the caller's transaction or on the writer pool; returns the row's id.
+pub(crate) async fn insert_audit_with<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
+    executor: E,
+    entry: &AuditEntry<'_>,
+) -> anyhow::Result<i64> {
     Ok(sqlx::query(
         "INSERT INTO audit_log (actor, action, target, reason, details, source, at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
     )
     .bind(entry.actor)
     .bind(entry.action)
-    .bind(entry.target)
+    .bind(capped_audit_target(entry.target).into_owned())
     .bind(entry.reason)
     .bind(entry.details)
     .bind(entry.source)
     .bind(entry.now)
-    .fetch_one(db.writer())
+    .fetch_one(executor)
     .await?
     .try_get(0)?)
 }
@@ -276,6 +298,17 @@ pub async fn audit_page(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn audit_targets_are_cut_at_200_characters() {
+        let exact = "é".repeat(super::MAX_AUDIT_TARGET_CHARS);
+        assert_eq!(super::capped_audit_target(&exact), exact.as_str());
+        let long = format!("{exact}x");
+        let cut = super::capped_audit_target(&long);
+        assert_eq!(cut.chars().count(), super::MAX_AUDIT_TARGET_CHARS + 1);
+        assert_eq!(cut, format!("{exact}…"));
+        assert_eq!(super::capped_audit_target("order:1"), "order:1");
+    }
+
     use super::valid_username;
 
     #[test]

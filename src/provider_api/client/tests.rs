@@ -433,3 +433,44 @@ fn a_client_needs_a_key() {
         .to_string()
         .contains("api_key"));
 }
+
+#[tokio::test]
+async fn redirects_are_not_followed_so_the_key_goes_nowhere_else() {
+    // A provider answer (or a man in the middle) sending the client elsewhere: the client
+    // stops at the 3xx, a permanent error, and the key is sent to the base alone.
+    let server = serve(|n, _| match n {
+        0 => (
+            StatusCode::FOUND,
+            [("location", "/elsewhere/v1/events/evt_1")],
+            "",
+        )
+            .into_response(),
+        _ => json(200, "{}"),
+    })
+    .await;
+    let api = client(&server.url);
+    let error = api.event("evt_1").await.unwrap_err();
+    assert!(
+        matches!(error, ApiError::Api { status: 302, .. }),
+        "{error:?}"
+    );
+    assert!(!error.is_transient());
+    assert!(error.to_string().contains("redirect"), "{error}");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "the Location was not followed");
+    assert_eq!(seen[0].uri.path(), "/v1/events/evt_1");
+}
+
+#[tokio::test]
+async fn an_answer_beyond_the_body_cap_is_refused_not_buffered() {
+    let huge = format!(
+        r#"{{"id":"evt_1","pad":"{}"}}"#,
+        "x".repeat(MAX_ANSWER_BYTES)
+    );
+    let server = serve(move |_, _| json(200, &huge)).await;
+    let api = client(&server.url);
+    let error = api.event("evt_1").await.unwrap_err();
+    assert!(matches!(error, ApiError::Decode(_)), "{error:?}");
+    assert!(error.to_string().contains("MiB"), "{error}");
+    assert_eq!(server.seen().len(), 1, "a refused answer is not retried");
+}
