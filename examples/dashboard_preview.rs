@@ -11,7 +11,7 @@
 use app::backend::fixed::FixedInbox;
 use app::backend::{InboxEventView, Principal, Role};
 use chrono::{Duration, SecondsFormat, Utc};
-use oncehook::web::dashboard::dashboard_router;
+use oncehook::http::dashboard::dashboard_router;
 use std::{path::PathBuf, sync::Arc};
 
 fn sample_events() -> Vec<InboxEventView> {

@@ -1,29 +1,18 @@
 //! oncehook: signed payment webhooks in, exactly one business effect out.
-pub mod admin;
-pub mod alerts;
-pub mod allocator;
-pub mod api;
-pub mod auth;
+//!
+//! The folders are the layers (ARCHITECTURE.md draws them); a module imports only from
+//! layers below its own (tests/layers.rs checks it):
+//! `cli` → `simulator` → `server` → `config` → `http` → `reconcile` → `verify` →
+//! `pipeline` → `provider` → `store` → `domain` → `ops`.
 pub mod cli;
-pub mod commands;
 pub mod config;
 pub mod domain;
-pub mod failure;
-pub mod ingest;
-pub mod mapping;
-pub mod metrics;
-pub mod processor;
-pub mod provider_api;
+pub mod http;
+pub mod ops;
+pub mod pipeline;
+pub mod provider;
 pub mod reconcile;
-pub mod redrive;
-pub mod relay;
-pub mod retention;
-pub mod retry;
 pub mod server;
-pub mod signature;
 pub mod simulator;
 pub mod store;
-pub mod trigger;
 pub mod verify;
-pub mod web;
-pub mod worker;

@@ -2,12 +2,12 @@ use clap::Parser;
 use oncehook::config::LogFormat;
 use tracing_subscriber::EnvFilter;
 
-/// See `oncehook::allocator`.
+/// See `oncehook::ops::allocator`.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    oncehook::allocator::tune();
+    oncehook::ops::allocator::tune();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -10,15 +10,15 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::admin::StoreBackend;
-use crate::alerts::Alerter;
 use crate::config::{Providers, Settings};
-use crate::ingest::{Ingestor, OpenConnections};
-use crate::processor::{spawn_pg_listener, Processor, ProcessorParts};
-use crate::relay::{sinks::Sinks, Relay};
+use crate::http::admin::StoreBackend;
+use crate::http::client_addr::{ClientAddr, TrustedProxies};
+use crate::http::{self, webhooks::WebhookState, WebParts};
+use crate::pipeline::alerts::Alerter;
+use crate::pipeline::ingest::{Ingestor, OpenConnections};
+use crate::pipeline::processor::{spawn_pg_listener, Processor, ProcessorParts};
+use crate::pipeline::relay::{sinks::Sinks, Relay};
 use crate::store::{Backend, Db};
-use crate::web::client_addr::{ClientAddr, TrustedProxies};
-use crate::web::{self, webhooks::WebhookState, WebParts};
 
 pub struct RunningServer {
     /// The webhook address (`listen`).
@@ -181,7 +181,7 @@ impl StopSignal {
 pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     check_listeners(&settings)?;
     // Before anything is received, so no count is lost to the facade's no-op recorder.
-    crate::metrics::handle();
+    crate::ops::metrics::handle();
     let db = Db::connect(&settings.database_url).await?;
     db.migrate().await?;
     // Only an instance that processes vacuums: the others rewrite none of these tables.
@@ -207,7 +207,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let wake = Arc::new(Notify::new());
 
     let (alerter, alert_task) = Alerter::start(settings.alerts.clone());
-    background.push(crate::alerts::watch_commits(
+    background.push(crate::pipeline::alerts::watch_commits(
         settings.alerts.clone(),
         db.health().subscribe(),
         shutdown.clone(),
@@ -273,7 +273,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         background.extend(relay.spawn_workers(shutdown.clone()));
     }
     if settings.retention.enabled {
-        background.push(crate::retention::spawn_pruner(
+        background.push(crate::pipeline::retention::spawn_pruner(
             db.clone(),
             settings.retention.clone(),
             shutdown.clone(),
@@ -286,7 +286,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
         shutdown.clone(),
     ));
     // Reconciliation (`reconcile.interval`) of each provider with an `api_key`.
-    crate::metrics::set_confirm_within(settings.commands.confirm_within_secs as i64 * 1000);
+    crate::ops::metrics::set_confirm_within(settings.commands.confirm_within_secs as i64 * 1000);
     let reconciler = crate::reconcile::Reconciler {
         db: db.clone(),
         settings: Arc::new(settings.clone()),
@@ -313,7 +313,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     background.push(alert_task);
 
     let (access, sweeper) =
-        crate::auth::Access::start(&db, &settings.dashboard, shutdown.clone()).await?;
+        crate::http::auth::Access::start(&db, &settings.dashboard, shutdown.clone()).await?;
     background.push(sweeper);
     let dashboard = Some((
         Arc::new(
@@ -329,7 +329,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     match settings.admin_listen {
         // Webhooks on `listen`, everything else on `admin_listen`.
         Some(admin) => {
-            let webhook_router = web::router(WebParts {
+            let webhook_router = http::router(WebParts {
                 webhooks,
                 max_body_bytes: settings.receiver.max_body_bytes,
                 db: db.clone(),
@@ -337,7 +337,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
                 access: None,
                 demo: settings.demo,
             });
-            let admin_router = web::router(WebParts {
+            let admin_router = http::router(WebParts {
                 webhooks: None,
                 max_body_bytes: settings.receiver.max_body_bytes,
                 db: db.clone(),
@@ -367,7 +367,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
             http.push(task);
         }
         None => {
-            let router = web::router(WebParts {
+            let router = http::router(WebParts {
                 webhooks,
                 max_body_bytes: settings.receiver.max_body_bytes,
                 db: db.clone(),

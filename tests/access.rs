@@ -5,7 +5,7 @@ mod common;
 
 use app::backend::Role;
 use common::{session_cookie, Kind, TestApp, TestDb};
-use oncehook::auth::{admin, password::Passwords, SESSION_COOKIE};
+use oncehook::http::auth::{admin, password::Passwords, SESSION_COOKIE};
 use oncehook::store::users;
 use oncehook::store::Db;
 use reqwest::header::{HeaderMap, COOKIE, LOCATION, SET_COOKIE};
@@ -329,12 +329,12 @@ async fn first_start_admin_must_change_the_one_time_password(kind: Kind) {
     let test_db = TestDb::new(kind).await;
     let db = test_db.connect().await;
     let passwords = Passwords::new(1).await.unwrap();
-    let one_time = oncehook::auth::bootstrap_first_admin(&db, &passwords)
+    let one_time = oncehook::http::auth::bootstrap_first_admin(&db, &passwords)
         .await
         .unwrap()
         .expect("a one-time password on a fresh database");
     assert_eq!(
-        oncehook::auth::bootstrap_first_admin(&db, &passwords)
+        oncehook::http::auth::bootstrap_first_admin(&db, &passwords)
             .await
             .unwrap(),
         None,

@@ -8,7 +8,7 @@ mod common;
 use app::backend::{Admin, AdminBackend, AuditQuery, Role};
 use app::error::AppError;
 use common::{Kind, TestApp};
-use oncehook::admin::StoreBackend;
+use oncehook::http::admin::StoreBackend;
 use oncehook::store::{now_ms, users};
 
 both!(

@@ -308,7 +308,10 @@ fn many_orders() -> Vec<serde_json::Value> {
 
 /// Runs every worker until idle, at once, again and again until no event is open (events
 /// waiting for a retry come due between rounds).
-async fn drain(app: &TestApp, workers: &[std::sync::Arc<oncehook::processor::Processor>]) {
+async fn drain(
+    app: &TestApp,
+    workers: &[std::sync::Arc<oncehook::pipeline::processor::Processor>],
+) {
     for round in 0.. {
         let tasks: Vec<_> = workers
             .iter()
@@ -401,7 +404,7 @@ async fn many_orders_in_concurrent_set_based_batches_equal_one_transaction_per_e
 fn map_claims(
     app: &TestApp,
     claims: &[oncehook::store::inbox::Claimed],
-) -> Vec<oncehook::mapping::MappedEvent> {
+) -> Vec<oncehook::provider::mapping::MappedEvent> {
     let providers = oncehook::config::Providers::build(&app.settings.providers).unwrap();
     claims
         .iter()
@@ -414,7 +417,7 @@ fn map_claims(
 
 fn mapped_inputs<'a>(
     claims: &'a [oncehook::store::inbox::Claimed],
-    mapped: &'a [oncehook::mapping::MappedEvent],
+    mapped: &'a [oncehook::provider::mapping::MappedEvent],
 ) -> Vec<oncehook::store::batch::Input<'a>> {
     claims
         .iter()

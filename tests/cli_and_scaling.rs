@@ -176,12 +176,13 @@ async fn order_show_and_events_list_print_the_documented_json(kind: Kind) {
 #[tokio::test]
 async fn an_alert_storm_sends_a_summary_not_a_post_per_item() {
     let receiver = Merchant::start(vec![]).await;
-    let (alerter, task) = oncehook::alerts::Alerter::start(oncehook::alerts::AlertSettings {
-        webhook_url: Some(receiver.url.clone()),
-        min_interval_secs: 1,
-    });
+    let (alerter, task) =
+        oncehook::pipeline::alerts::Alerter::start(oncehook::pipeline::alerts::AlertSettings {
+            webhook_url: Some(receiver.url.clone()),
+            min_interval_secs: 1,
+        });
     for id in 0..200 {
-        alerter.dead_lettered(oncehook::alerts::DeadLetterAlert {
+        alerter.dead_lettered(oncehook::pipeline::alerts::DeadLetterAlert {
             dead_letter_id: id,
             stage: "processor".into(),
             class: "permanent".into(),

@@ -176,7 +176,7 @@ async fn killed_during_a_burst_every_acknowledged_event_is_processed_exactly_onc
                         T10_00,
                     )
                     .to_string();
-                    let sig = oncehook::signature::stripe::sign(
+                    let sig = oncehook::provider::signature::stripe::sign(
                         STRIPE_SECRET,
                         common::now_secs(),
                         body.as_bytes(),

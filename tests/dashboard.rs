@@ -11,7 +11,7 @@ use app::error::AppError;
 use common::fixtures::*;
 use common::{snapshot, Kind, TestApp};
 use leptos::server_fn::ServerFn;
-use oncehook::admin::StoreBackend;
+use oncehook::http::admin::StoreBackend;
 use oncehook::store::users;
 use reqwest::header::COOKIE;
 use reqwest::StatusCode;
@@ -714,7 +714,7 @@ async fn inbox_filters_by_event_correlation_time_and_payload_field(kind: Kind) {
         );
         body["data"]["object"]["customer"] = format!("cus_{n}").into();
         let raw = body.to_string();
-        let signature = oncehook::signature::stripe::sign(
+        let signature = oncehook::provider::signature::stripe::sign(
             common::STRIPE_SECRET,
             common::now_secs(),
             raw.as_bytes(),
@@ -735,7 +735,7 @@ async fn inbox_filters_by_event_correlation_time_and_payload_field(kind: Kind) {
     let mut again = again;
     again["data"]["object"]["customer"] = "cus_1".into();
     let raw = again.to_string();
-    let signature = oncehook::signature::stripe::sign(
+    let signature = oncehook::provider::signature::stripe::sign(
         common::STRIPE_SECRET,
         common::now_secs(),
         raw.as_bytes(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::fixtures::*;
 use common::{snapshot, Kind, TestApp, WriteLock};
 use oncehook::config::Providers;
-use oncehook::redrive::{redrive, RedriveResult};
+use oncehook::pipeline::redrive::{redrive, RedriveResult};
 use oncehook::store::dead_letters::{self, Actor, DeadLetterFilter};
 
 both!(
@@ -400,10 +400,13 @@ async fn retention_prunes_finished_rows_but_keeps_open_dead_letters_sources(kind
             .await
             .unwrap();
     }
-    let pruned =
-        oncehook::retention::prune(&app.db, &app.settings.retention, oncehook::store::now_ms())
-            .await
-            .unwrap();
+    let pruned = oncehook::pipeline::retention::prune(
+        &app.db,
+        &app.settings.retention,
+        oncehook::store::now_ms(),
+    )
+    .await
+    .unwrap();
     assert_eq!(pruned.inbox_events, 1, "{pruned:?}");
     assert_eq!(
         pruned.outbox, 2,
@@ -566,9 +569,13 @@ async fn a_new_failure_never_reopens_an_old_unrelated_dead_letter(kind: Kind) {
         .execute(app.db.writer())
         .await
         .unwrap();
-    oncehook::retention::prune(&app.db, &app.settings.retention, oncehook::store::now_ms())
-        .await
-        .unwrap();
+    oncehook::pipeline::retention::prune(
+        &app.db,
+        &app.settings.retention,
+        oncehook::store::now_ms(),
+    )
+    .await
+    .unwrap();
     assert_eq!(app.count("SELECT COUNT(*) FROM inbox_events").await, 0);
 
     let second = orphan_refund(&app, 9).await;

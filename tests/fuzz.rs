@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use oncehook::config::{Overrides, Settings};
-use oncehook::mapping::{standard_webhooks_default, stripe_default};
-use oncehook::signature::{SchemeKind, Verifier};
+use oncehook::provider::mapping::{standard_webhooks_default, stripe_default};
+use oncehook::provider::signature::{SchemeKind, Verifier};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -66,7 +66,10 @@ fn sw_signature_header() -> impl Strategy<Value = String> {
 }
 
 fn check_signature_outcome(
-    result: Result<oncehook::signature::Verified, oncehook::signature::SignatureError>,
+    result: Result<
+        oncehook::provider::signature::Verified,
+        oncehook::provider::signature::SignatureError,
+    >,
     started: Instant,
 ) {
     assert!(

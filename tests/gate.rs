@@ -166,8 +166,11 @@ async fn no_path_variant_reaches_page_data_without_a_session(kind: Kind) {
     let addr = app.addr.to_string();
     let http = reqwest::Client::new();
     let body = payment_intent_succeeded(EVENT_ID, PAYMENT_ID, ORDER_ID, 4_200, T10_00).to_string();
-    let signature =
-        oncehook::signature::stripe::sign(STRIPE_SECRET, common::now_secs(), body.as_bytes());
+    let signature = oncehook::provider::signature::stripe::sign(
+        STRIPE_SECRET,
+        common::now_secs(),
+        body.as_bytes(),
+    );
     let response = http
         .post(format!("{}/webhooks/stripe", app.base))
         .header("stripe-signature", signature)
@@ -192,9 +195,11 @@ async fn no_path_variant_reaches_page_data_without_a_session(kind: Kind) {
 
     // The control: signed in, the plain paths show the data these checks look for, so a
     // leak could not hide behind a page that shows nothing anyway.
-    oncehook::auth::admin::add_user(
+    oncehook::http::auth::admin::add_user(
         &store,
-        &oncehook::auth::password::Passwords::new(1).await.unwrap(),
+        &oncehook::http::auth::password::Passwords::new(1)
+            .await
+            .unwrap(),
         "ana",
         TEST_PASSWORD,
         Role::Admin,
@@ -218,7 +223,7 @@ async fn no_path_variant_reaches_page_data_without_a_session(kind: Kind) {
         .get_all(reqwest::header::SET_COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with(oncehook::auth::SESSION_COOKIE))
+        .find(|c| c.starts_with(oncehook::http::auth::SESSION_COOKIE))
         .and_then(|c| c.split(';').next())
         .expect("a session cookie")
         .to_string();

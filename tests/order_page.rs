@@ -8,7 +8,7 @@ use app::backend::{AdminBackend, Role, SearchHit};
 use app::error::AppError;
 use common::fixtures::*;
 use common::{Kind, TestApp};
-use oncehook::admin::StoreBackend;
+use oncehook::http::admin::StoreBackend;
 use reqwest::header::{ACCEPT, COOKIE, LOCATION};
 
 both!(

@@ -44,7 +44,7 @@ fn api_keys_load_from_the_provider_entry_with_defaults() {
         assert_eq!(default.base, "https://api.stripe.com");
         assert_eq!(default.key, None);
         // The client is built from exactly these settings.
-        oncehook::provider_api::ApiClient::new(api).unwrap();
+        oncehook::provider::api::ApiClient::new(api).unwrap();
         assert!(!format!("{s:?}").contains("tomlKEY"));
         Ok(())
     });

@@ -232,7 +232,8 @@ async fn database_unable_to_commit_gives_503_then_recovers(kind: Kind) {
 async fn correlation_id_is_carried_to_the_rows(kind: Kind) {
     let app = TestApp::spawn(kind).await;
     let body = payment_intent_succeeded("evt_corr", "pi_corr", "o-corr", 1, T10_00).to_string();
-    let sig = oncehook::signature::stripe::sign(STRIPE_SECRET, now_secs(), body.as_bytes());
+    let sig =
+        oncehook::provider::signature::stripe::sign(STRIPE_SECRET, now_secs(), body.as_bytes());
     let r = app
         .post_raw(
             "stripe",
@@ -267,7 +268,8 @@ async fn correlation_id_is_carried_to_the_rows(kind: Kind) {
 async fn ten_thousand_signature_candidates_are_400_and_store_nothing(kind: Kind) {
     let app = TestApp::spawn(kind).await;
     let body = payment_intent_succeeded("evt_many", "pi", "o", 1, T10_00).to_string();
-    let good = oncehook::signature::stripe::sign(STRIPE_SECRET, now_secs(), body.as_bytes());
+    let good =
+        oncehook::provider::signature::stripe::sign(STRIPE_SECRET, now_secs(), body.as_bytes());
     let v1 = good.split("v1=").nth(1).unwrap();
     for header in [
         // Empty candidates (each once decoded to an empty tag)…

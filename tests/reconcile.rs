@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use common::truth::{held_orders, HeldOrder};
 use common::{snapshot, Kind, TestApp, STRIPE_SECRET};
-use oncehook::alerts::Alerter;
 use oncehook::config::{Providers, Settings};
+use oncehook::domain::retry::RetryPolicy;
+use oncehook::pipeline::alerts::Alerter;
+use oncehook::provider::signature::SchemeKind;
 use oncehook::reconcile::{Options, Reconciler, Report};
-use oncehook::retry::RetryPolicy;
-use oncehook::signature::SchemeKind;
 use oncehook::simulator::run::{Options as SimOptions, Simulation};
 use oncehook::simulator::scenario::Scenario;
 use oncehook::simulator::sender::Target;
@@ -426,7 +426,7 @@ async fn bad_answers_fail_the_run_and_change_nothing(kind: Kind) {
         let url = bad_api(bad).await;
         let app = TestApp::spawn_with(kind, |s| with_api(s, &url)).await;
         let (alerts_url, alerts) = alert_sink().await;
-        let (alerter, task) = Alerter::start(oncehook::alerts::AlertSettings {
+        let (alerter, task) = Alerter::start(oncehook::pipeline::alerts::AlertSettings {
             webhook_url: Some(alerts_url),
             min_interval_secs: 0,
         });

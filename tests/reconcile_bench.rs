@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Kind, TestApp};
-use oncehook::alerts::Alerter;
 use oncehook::config::Providers;
+use oncehook::domain::retry::RetryPolicy;
+use oncehook::pipeline::alerts::Alerter;
 use oncehook::reconcile::{Options, Reconciler};
-use oncehook::retry::RetryPolicy;
 use oncehook::simulator::run::{Options as SimOptions, Simulation};
 use oncehook::simulator::scenario::Scenario;
 

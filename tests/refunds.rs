@@ -22,9 +22,9 @@ use axum::response::{IntoResponse, Response};
 use common::fixtures::*;
 use common::{Kind, TestApp, STRIPE_SECRET};
 use oncehook::config::{ProviderApiSettings, Settings};
-use oncehook::provider_api::{ApiClient, CreateRefund};
-use oncehook::retry::RetryPolicy;
-use oncehook::signature::SchemeKind;
+use oncehook::domain::retry::RetryPolicy;
+use oncehook::provider::api::{ApiClient, CreateRefund};
+use oncehook::provider::signature::SchemeKind;
 use oncehook::simulator::run::{Options, Simulation};
 use oncehook::simulator::scenario::Scenario;
 use oncehook::simulator::sender::Target;
@@ -264,7 +264,7 @@ impl World {
     }
 
     /// The refunds the provider holds for a payment.
-    async fn provider_refunds(&self, pi: &str) -> Vec<oncehook::provider_api::Refund> {
+    async fn provider_refunds(&self, pi: &str) -> Vec<oncehook::provider::api::Refund> {
         sim_client(&self.sim_url).refunds_of(pi).await.unwrap()
     }
 

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use common::{Kind, TestDb};
 use oncehook::config::ProviderApiSettings;
-use oncehook::provider_api::ApiClient;
-use oncehook::retry::RetryPolicy;
-use oncehook::signature::SchemeKind;
+use oncehook::domain::retry::RetryPolicy;
+use oncehook::provider::api::ApiClient;
+use oncehook::provider::signature::SchemeKind;
 use oncehook::simulator::run::{Options, Simulation};
 use oncehook::simulator::scenario::{Delivery, Scenario};
 use oncehook::simulator::sender::Target;

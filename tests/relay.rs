@@ -8,7 +8,7 @@ use common::fixtures::*;
 use common::peers::{Merchant, Reply, SmtpReceiver};
 use common::{Kind, TestApp};
 use oncehook::config::{OutboxRoute, SinkKind, SinkSettings};
-use oncehook::relay::Delivered;
+use oncehook::pipeline::relay::Delivered;
 
 both!(
     sink_that_times_out_after_succeeding_gets_the_same_key_again,
@@ -117,8 +117,8 @@ async fn sink_that_times_out_after_succeeding_gets_the_same_key_again(kind: Kind
     assert_eq!(distinct.len(), 1);
     // And can verify the Standard Webhooks signature.
     let r = &merchant.received()[1];
-    let verifier = oncehook::signature::Verifier::new(
-        oncehook::signature::SchemeKind::StandardWebhooks,
+    let verifier = oncehook::provider::signature::Verifier::new(
+        oncehook::provider::signature::SchemeKind::StandardWebhooks,
         &[SINK_SECRET.to_string()],
         300,
     )
@@ -214,13 +214,14 @@ async fn permanent_sink_failure_dead_letters_at_once_and_alerts(kind: Kind) {
     let alerts = Merchant::start(vec![]).await;
     let app = app_with_merchant(kind, &merchant, |_| {}).await;
     pay(&app, 4).await;
-    let (alerter, task) = oncehook::alerts::Alerter::start(oncehook::alerts::AlertSettings {
-        webhook_url: Some(alerts.url.clone()),
-        min_interval_secs: 1,
-    });
-    let relay = oncehook::relay::Relay::new(
+    let (alerter, task) =
+        oncehook::pipeline::alerts::Alerter::start(oncehook::pipeline::alerts::AlertSettings {
+            webhook_url: Some(alerts.url.clone()),
+            min_interval_secs: 1,
+        });
+    let relay = oncehook::pipeline::relay::Relay::new(
         app.db.clone(),
-        oncehook::relay::sinks::Sinks::build(&app.settings.sinks).unwrap(),
+        oncehook::pipeline::relay::sinks::Sinks::build(&app.settings.sinks).unwrap(),
         app.settings.outbox.relay.clone(),
         72,
         alerter,
@@ -318,18 +319,26 @@ async fn redrive_after_the_sink_is_fixed_delivers_once(kind: Kind) {
         stage: Some("outbox".into()),
         ..Default::default()
     };
-    let dry = oncehook::redrive::redrive(&app.db, &providers, &filter, true, &actor, |_, _| {})
-        .await
-        .unwrap();
+    let dry =
+        oncehook::pipeline::redrive::redrive(&app.db, &providers, &filter, true, &actor, |_, _| {})
+            .await
+            .unwrap();
     assert!(
         dry[0]
             .outcome
             .starts_with("resend through fulfilment with the same idempotency key"),
         "{dry:?}"
     );
-    let done = oncehook::redrive::redrive(&app.db, &providers, &filter, false, &actor, |_, _| {})
-        .await
-        .unwrap();
+    let done = oncehook::pipeline::redrive::redrive(
+        &app.db,
+        &providers,
+        &filter,
+        false,
+        &actor,
+        |_, _| {},
+    )
+    .await
+    .unwrap();
     assert_eq!(done[0].outcome, "requeued");
     assert_eq!(
         app.relay().run_until_idle().await.unwrap(),
@@ -340,9 +349,10 @@ async fn redrive_after_the_sink_is_fixed_delivers_once(kind: Kind) {
         ids: vec![done[0].dead_letter_id],
         ..Default::default()
     };
-    let again = oncehook::redrive::redrive(&app.db, &providers, &by_id, false, &actor, |_, _| {})
-        .await
-        .unwrap();
+    let again =
+        oncehook::pipeline::redrive::redrive(&app.db, &providers, &by_id, false, &actor, |_, _| {})
+            .await
+            .unwrap();
     assert!(again[0].outcome.starts_with("skipped"), "{again:?}");
     assert!(app.relay().run_until_idle().await.unwrap().is_empty());
     let keys = merchant.keys();

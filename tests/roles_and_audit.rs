@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use app::backend::Role;
 use common::fixtures::*;
 use common::{Kind, TestApp};
-use oncehook::failure::ErrorClass;
+use oncehook::domain::failure::ErrorClass;
 use oncehook::store::dead_letters::{self, NewDeadLetter};
 use oncehook::store::{now_ms, tokens};
 use serde_json::{json, Value};
@@ -80,14 +80,14 @@ async fn a_token_stops_working_when_its_maker_is_disabled(kind: Kind) {
     let (status, _) = app.api_get("/api/v1/overview", Some(&grafana)).await;
     assert_eq!(status, 200, "the token works while ada may sign in");
 
-    oncehook::auth::admin::set_disabled(&app.db, "ada", true, "test")
+    oncehook::http::auth::admin::set_disabled(&app.db, "ada", true, "test")
         .await
         .unwrap();
     let (status, body) = app.api_get("/api/v1/overview", Some(&grafana)).await;
     assert_eq!(status, 401, "ada is disabled, so is her token");
     assert!(body["error"].is_string(), "{body}");
 
-    oncehook::auth::admin::set_disabled(&app.db, "ada", false, "test")
+    oncehook::http::auth::admin::set_disabled(&app.db, "ada", false, "test")
         .await
         .unwrap();
     let (status, _) = app.api_get("/api/v1/overview", Some(&grafana)).await;

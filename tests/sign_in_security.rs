@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use app::backend::Role;
 use common::{Kind, TestApp, TestDb};
-use oncehook::auth::{admin, password::Passwords};
+use oncehook::http::auth::{admin, password::Passwords};
 use oncehook::store::{users, Backend, Db};
 use reqwest::header::{COOKIE, LOCATION};
 use sqlx::Row;

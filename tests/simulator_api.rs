@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use oncehook::config::ProviderApiSettings;
-use oncehook::provider_api::{ApiClient, CreateRefund, EventQuery};
-use oncehook::retry::RetryPolicy;
-use oncehook::signature::{SchemeKind, Verifier};
+use oncehook::domain::retry::RetryPolicy;
+use oncehook::provider::api::{ApiClient, CreateRefund, EventQuery};
+use oncehook::provider::signature::{SchemeKind, Verifier};
 use oncehook::simulator::run::{Options, Simulation};
 use oncehook::simulator::scenario::Scenario;
 use oncehook::simulator::sender::Target;
@@ -247,7 +247,7 @@ async fn objects_expand_and_list_as_stripe_does() {
     let listed = with_refunds.refunds.expect("expanded refunds");
     assert_eq!(listed.data.len(), 2);
     let refunds = api.refunds_of(pi_id).await.unwrap();
-    let ids = |v: &[oncehook::provider_api::Refund]| {
+    let ids = |v: &[oncehook::provider::api::Refund]| {
         v.iter().map(|r| r.id.clone()).collect::<BTreeSet<_>>()
     };
     assert_eq!(ids(&refunds), ids(&listed.data));

@@ -66,8 +66,10 @@ async fn serve(
 
 /// A viewer added to the database, signed in through the form; the session cookie.
 async fn sign_in_viewer(db: &oncehook::store::Db, url: &str) -> String {
-    let passwords = oncehook::auth::password::Passwords::new(1).await.unwrap();
-    oncehook::auth::admin::add_user(
+    let passwords = oncehook::http::auth::password::Passwords::new(1)
+        .await
+        .unwrap();
+    oncehook::http::auth::admin::add_user(
         db,
         &passwords,
         "viewer",
@@ -95,7 +97,7 @@ async fn sign_in_viewer(db: &oncehook::store::Db, url: &str) -> String {
         .get_all(reqwest::header::SET_COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with(&format!("{}=", oncehook::auth::SESSION_COOKIE)))
+        .find(|c| c.starts_with(&format!("{}=", oncehook::http::auth::SESSION_COOKIE)))
         .and_then(|c| c.split(';').next())
         .unwrap()
         .to_string()
@@ -283,7 +285,7 @@ async fn serve_demo_refuses_a_database_that_holds_real_events(kind: Kind) {
         .post(format!("{url}/webhooks/stripe"))
         .header(
             "stripe-signature",
-            oncehook::signature::stripe::sign(secret.trim(), common::now_secs(), &body),
+            oncehook::provider::signature::stripe::sign(secret.trim(), common::now_secs(), &body),
         )
         .header("content-type", "application/json")
         .body(body)

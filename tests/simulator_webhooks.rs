@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Kind, TestApp, SW_SECRET};
-use oncehook::signature::SchemeKind;
+use oncehook::provider::signature::SchemeKind;
 use oncehook::simulator::run::{Options, Simulation};
 use oncehook::simulator::scenario::{Delivery, Scenario};
 use oncehook::simulator::sender::Target;
@@ -446,7 +446,7 @@ async fn keep_serving_serves_the_api_after_the_run_until_sigterm() {
         .expect("the run finishes and says it keeps serving");
     // Well after the run: still serving, with every event the run generated.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let client = oncehook::provider_api::ApiClient::new(&oncehook::config::ProviderApiSettings {
+    let client = oncehook::provider::api::ApiClient::new(&oncehook::config::ProviderApiSettings {
         base: format!("http://127.0.0.1:{port}"),
         key: Some("sk_test_keep".into()),
         rate_per_sec: 1_000.0,

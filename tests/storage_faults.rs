@@ -218,7 +218,7 @@ fn load(base: &str, tag: &'static str, stop: CancellationToken) -> tokio::task::
                         common::fixtures::T10_00,
                     )
                     .to_string();
-                    let sig = oncehook::signature::stripe::sign(
+                    let sig = oncehook::provider::signature::stripe::sign(
                         common::STRIPE_SECRET,
                         common::now_secs(),
                         body.as_bytes(),
@@ -709,8 +709,8 @@ async fn an_outage_alerts_once_and_once_more_when_it_ends() {
 
     let health = Arc::new(CommitHealth::default());
     let stop = CancellationToken::new();
-    let watcher = oncehook::alerts::watch_commits(
-        oncehook::alerts::AlertSettings {
+    let watcher = oncehook::pipeline::alerts::watch_commits(
+        oncehook::pipeline::alerts::AlertSettings {
             webhook_url: Some(url),
             min_interval_secs: 60,
         },

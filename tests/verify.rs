@@ -384,8 +384,11 @@ async fn a_check_beside_live_processing_sees_no_half_written_order(kind: Kind) {
                 )
                 .to_string();
                 let t = common::now_secs();
-                let sig =
-                    oncehook::signature::stripe::sign(common::STRIPE_SECRET, t, body.as_bytes());
+                let sig = oncehook::provider::signature::stripe::sign(
+                    common::STRIPE_SECRET,
+                    t,
+                    body.as_bytes(),
+                );
                 let r = http
                     .post(format!("{url}/webhooks/stripe"))
                     .header("stripe-signature", sig)

@@ -12,7 +12,7 @@ use anyhow::Context;
 
 use super::fixture::{server_settings, FreshDb};
 use oncehook::config::Settings;
-use oncehook::signature::SchemeKind;
+use oncehook::provider::signature::SchemeKind;
 use oncehook::simulator::run::{Options, Simulation};
 use oncehook::simulator::scenario::Scenario;
 use oncehook::simulator::sender::Target;

@@ -1,5 +1,5 @@
 //! What the counters cost the hot path. Per event the receiver and the processor call the
-//! Prometheus counters and latency histogram (`oncehook::metrics`) and add to the overview's
+//! Prometheus counters and latency histogram (`oncehook::ops::metrics`) and add to the overview's
 //! per-minute rollups (`store::rollup`); this step makes exactly those calls in a loop, on
 //! one thread and on several at once (they share the rollup's lock), and times the
 //! write-behind flush of a minute's worth of counts. The report sets the per-event cost
@@ -23,7 +23,7 @@ const PROVIDER: &str = "bench";
 /// One event's counting, as received (a new event) and then applied with money.
 fn count_one_event(rollup: &Rollup) {
     let received_at = now_ms();
-    oncehook::metrics::receipt(PROVIDER, "accepted");
+    oncehook::ops::metrics::receipt(PROVIDER, "accepted");
     rollup.received(
         received_at,
         PROVIDER,
@@ -32,7 +32,7 @@ fn count_one_event(rollup: &Rollup) {
         Some("2024-06-20"),
     );
     let now = now_ms();
-    oncehook::metrics::processed("applied", received_at, now);
+    oncehook::ops::metrics::processed("applied", received_at, now);
     rollup.filed(now, PROVIDER, "applied", received_at);
     rollup.moved(
         now,
@@ -59,7 +59,7 @@ fn per_event_ns(rollup: &Rollup, threads: usize, events_per_thread: usize) -> f6
 pub async fn measure(db: &Db, events_per_thread: usize) -> anyhow::Result<Counters> {
     // The same recorder the server installs, so the counters are real, not the no-op facade.
     anyhow::ensure!(
-        oncehook::metrics::handle().is_some(),
+        oncehook::ops::metrics::handle().is_some(),
         "the Prometheus recorder is not installed: the counters would cost nothing"
     );
     let rollup = Rollup::default();

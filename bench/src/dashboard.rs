@@ -127,8 +127,8 @@ async fn multiply(db: &Db, target: i64) -> anyhow::Result<i64> {
 }
 
 async fn sign_in(db: &Db, base: &str) -> anyhow::Result<String> {
-    let passwords = oncehook::auth::password::Passwords::new(1).await?;
-    oncehook::auth::admin::add_user(
+    let passwords = oncehook::http::auth::password::Passwords::new(1).await?;
+    oncehook::http::auth::admin::add_user(
         db,
         &passwords,
         "bench",
@@ -146,7 +146,7 @@ async fn sign_in(db: &Db, base: &str) -> anyhow::Result<String> {
         .form(&[("username", "bench"), ("password", PASSWORD), ("next", "/")])
         .send()
         .await?;
-    let prefix = format!("{}=", oncehook::auth::SESSION_COOKIE);
+    let prefix = format!("{}=", oncehook::http::auth::SESSION_COOKIE);
     response
         .headers()
         .get_all(reqwest::header::SET_COOKIE)

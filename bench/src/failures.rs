@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use oncehook::alerts::Alerter;
 use oncehook::config::{Providers, Settings, SinkKind, SinkSettings};
-use oncehook::relay::{sinks::Sinks, Delivered, Relay};
+use oncehook::pipeline::alerts::Alerter;
+use oncehook::pipeline::relay::{sinks::Sinks, Delivered, Relay};
 use oncehook::store::dead_letters::{Actor, DeadLetterFilter};
 use oncehook::store::{now_ms, values_list, Db};
 
@@ -185,7 +185,7 @@ pub async fn redrive_many(url: &str, items: u64) -> anyhow::Result<RedriveRun> {
         source: None,
     };
     let started = Instant::now();
-    let results = oncehook::redrive::redrive(
+    let results = oncehook::pipeline::redrive::redrive(
         &db,
         &providers,
         &DeadLetterFilter::default(),

@@ -8,7 +8,7 @@ use anyhow::Context;
 use sqlx::{Connection, Executor};
 
 use oncehook::config::{ProviderSettings, Settings};
-use oncehook::signature::SchemeKind;
+use oncehook::provider::signature::SchemeKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
@@ -196,8 +196,11 @@ pub async fn send_signed(
     secret: &str,
     body: String,
 ) -> reqwest::Result<reqwest::Response> {
-    let signature =
-        oncehook::signature::stripe::sign(secret, chrono::Utc::now().timestamp(), body.as_bytes());
+    let signature = oncehook::provider::signature::stripe::sign(
+        secret,
+        chrono::Utc::now().timestamp(),
+        body.as_bytes(),
+    );
     http.post(format!("{base}/webhooks/{PROVIDER}"))
         .header("stripe-signature", signature)
         .body(body)

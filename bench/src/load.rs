@@ -19,7 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use super::sys::CLIENT_THREAD;
-use oncehook::signature::stripe::sign;
+use oncehook::provider::signature::stripe::sign;
 
 /// Makes event number `n` of a run, byte-identical every time it is asked for (a
 /// redelivery carries the same body; only the signature's timestamp is new).
@@ -510,7 +510,7 @@ mod tests {
         assert_eq!(body, f.body(7), "a redelivery is byte-identical");
         let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(doc["id"], f.event_id(7));
-        let mapped = oncehook::mapping::stripe_default()
+        let mapped = oncehook::provider::mapping::stripe_default()
             .map(body.as_bytes())
             .unwrap();
         assert_eq!(

@@ -9,6 +9,12 @@ use crate::store::dead_letters::{self, DeadLetterFilter};
 use crate::store::read::{self, EventFilter};
 use crate::store::Db;
 
+pub mod order;
+pub mod reconcile;
+pub mod simulate;
+pub mod token;
+pub mod user;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "oncehook",
@@ -70,16 +76,16 @@ pub enum Command {
     /// Dashboard users: add, list, disable, enable, reset-password.
     User {
         #[command(subcommand)]
-        command: crate::auth::cli::UserCommand,
+        command: crate::cli::user::UserCommand,
     },
     /// API tokens for /api/v1: add (printed once), list, revoke.
     Token {
         #[command(subcommand)]
-        command: crate::api::cli::TokenCommand,
+        command: crate::cli::token::TokenCommand,
     },
     /// A Stripe-compatible provider in the box: signed webhooks with real faults, a
     /// Stripe-shaped API, and the truth to check oncehook against.
-    Simulate(crate::simulator::cli::SimulateArgs),
+    Simulate(crate::cli::simulate::SimulateArgs),
     /// Rebuild every order's status and totals from its facts and report each order that
     /// differs, and each ledger entry without its outbox message. Exit status 3 when
     /// anything is found (1 when the check could not run, 2 for a usage error).
@@ -92,10 +98,10 @@ pub enum Command {
     },
     /// Compare the provider's events and objects with ours (see README, "Reconciliation"):
     /// prints the run and its diffs. Exit status 1 when a run failed.
-    Reconcile(crate::reconcile::cli::ReconcileArgs),
+    Reconcile(crate::cli::reconcile::ReconcileArgs),
     /// Send one signed webhook in a provider's own shape to any URL: `oncehook trigger
     /// pix.paid --url http://127.0.0.1:8080/webhooks/mercadopago` (the local Pix trigger).
-    Trigger(crate::trigger::TriggerArgs),
+    Trigger(crate::provider::trigger::TriggerArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -315,7 +321,7 @@ fn announce_one_time_password(
 ) -> anyhow::Result<()> {
     use anyhow::Context as _;
     use std::io::IsTerminal;
-    let path = crate::auth::keep_one_time_password(&settings.data_dir, password).context(
+    let path = crate::http::auth::keep_one_time_password(&settings.data_dir, password).context(
         "keeping the one-time password of `admin`; set a password with \
          `oncehook user reset-password admin`",
     )?;
@@ -392,28 +398,28 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
                 crate::simulator::demo::start(demo, format!("{url}/webhooks/stripe")).await?;
             }
-            let passwords = crate::auth::password::Passwords::new(1).await?;
+            let passwords = crate::http::auth::password::Passwords::new(1).await?;
             if let Some(password) =
-                crate::auth::bootstrap_first_admin(&server.db, &passwords).await?
+                crate::http::auth::bootstrap_first_admin(&server.db, &passwords).await?
             {
                 announce_one_time_password(&settings, &password, &server.admin_url())?;
             }
             server.run_until(stop).await
         }
-        Command::Simulate(args) => crate::simulator::cli::run(args).await,
+        Command::Simulate(args) => crate::cli::simulate::run(args).await,
         Command::Trigger(args) => {
             let settings = cli.common.settings(None)?;
-            crate::trigger::run(&settings, args).await
+            crate::provider::trigger::run(&settings, args).await
         }
         Command::User { command } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;
-            crate::auth::cli::run(&db, command).await
+            crate::cli::user::run(&db, command).await
         }
         Command::Token { command } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;
-            crate::api::cli::run(&db, command).await
+            crate::cli::token::run(&db, command).await
         }
         Command::Config {
             command: ConfigCommand::Check,
@@ -433,7 +439,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;
             let pruned =
-                crate::retention::prune(&db, &settings.retention, crate::store::now_ms()).await?;
+                crate::pipeline::retention::prune(&db, &settings.retention, crate::store::now_ms())
+                    .await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&pruned)?);
             } else {
@@ -470,7 +477,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Reconcile(args) => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;
-            crate::reconcile::cli::run(db, settings, args).await
+            crate::cli::reconcile::run(db, settings, args).await
         }
         Command::Migrate => {
             let settings = cli.common.settings(None)?;
@@ -490,8 +497,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             if json {
                 let mut json = serde_json::to_value(&view)?;
-                json["commands"] =
-                    serde_json::to_value(crate::admin::commands::of_order(&db, &order_id).await?)?;
+                json["commands"] = serde_json::to_value(
+                    crate::http::admin::commands::of_order(&db, &order_id).await?,
+                )?;
                 println!("{}", serde_json::to_string_pretty(&json)?);
             } else {
                 print_order(&view);
@@ -510,7 +518,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let db = open(&cli.common.settings(None)?).await?;
             let actor = actor_name(actor);
-            crate::commands::cli::refund(&db, &order_id, amount, &reason, &actor, json).await
+            crate::cli::order::refund(&db, &order_id, amount, &reason, &actor, json).await
         }
         Command::Order {
             command:
@@ -523,7 +531,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let db = open(&cli.common.settings(None)?).await?;
             let actor = actor_name(actor);
-            crate::commands::cli::cancel(&db, &order_id, command_id, &actor, json).await
+            crate::cli::order::cancel(&db, &order_id, command_id, &actor, json).await
         }
         Command::Events {
             command:
@@ -676,16 +684,22 @@ async fn run_dlq(db: &Db, settings: &Settings, command: DlqCommand) -> anyhow::R
                 reason: reason.as_deref(),
                 source: None,
             };
-            let results =
-                crate::redrive::redrive(db, &providers, &f, dry_run, &actor, |done, total| {
+            let results = crate::pipeline::redrive::redrive(
+                db,
+                &providers,
+                &f,
+                dry_run,
+                &actor,
+                |done, total| {
                     if total > 1 && done > 0 && (done % 100 == 0 || done == total) {
                         eprintln!(
                             "{} {done}/{total}",
                             if dry_run { "checked" } else { "redriven" }
                         );
                     }
-                })
-                .await?;
+                },
+            )
+            .await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&results)?);
             } else {

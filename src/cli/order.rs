@@ -36,7 +36,7 @@ pub async fn refund(
         Err(refusal) => anyhow::bail!("refused: {refusal}"),
     };
     if json {
-        let view = crate::admin::commands::view(row, None);
+        let view = crate::http::admin::commands::view(row, None);
         println!("{}", serde_json::to_string_pretty(&view)?);
     } else {
         println!(
@@ -79,7 +79,7 @@ pub async fn cancel(
         .await?
         .ok_or_else(|| anyhow::anyhow!("refund command #{command_id} vanished"))?;
     if json {
-        let view = crate::admin::commands::view(row, None);
+        let view = crate::http::admin::commands::view(row, None);
         println!("{}", serde_json::to_string_pretty(&view)?);
     } else {
         println!(

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use super::{render_text, Interval, Options, Reconciler};
-use crate::alerts::Alerter;
 use crate::config::{Providers, Settings};
+use crate::pipeline::alerts::Alerter;
+use crate::reconcile::{render_text, Interval, Options, Reconciler};
 use crate::store::Db;
 
 #[derive(Args, Debug, Clone)]

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::run::{Options, Simulation};
-use super::scenario::Scenario;
-use super::sender::Target;
-use super::truth::Truth;
-use crate::signature::SchemeKind;
+use crate::provider::signature::SchemeKind;
+use crate::simulator::run::{Options, Simulation};
+use crate::simulator::scenario::Scenario;
+use crate::simulator::sender::Target;
+use crate::simulator::truth::Truth;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ScenarioName {
@@ -145,8 +145,12 @@ impl SimulateArgs {
                     Scheme::StandardWebhooks => SchemeKind::StandardWebhooks,
                 };
                 // The same rules as a provider's secrets in oncehook's config.
-                crate::signature::Verifier::new(scheme, std::slice::from_ref(&secret), 300)
-                    .map_err(|e| anyhow::anyhow!("--secret: {e}"))?;
+                crate::provider::signature::Verifier::new(
+                    scheme,
+                    std::slice::from_ref(&secret),
+                    300,
+                )
+                .map_err(|e| anyhow::anyhow!("--secret: {e}"))?;
                 Some(Target {
                     url: url.clone(),
                     scheme,
@@ -162,18 +166,13 @@ impl SimulateArgs {
             scenario,
             start: self.start,
             database: self.database.clone(),
-            api_key: self.api_key.clone().unwrap_or_else(generated_key),
+            api_key: self
+                .api_key
+                .clone()
+                .unwrap_or_else(crate::simulator::generated_key),
             target,
         })
     }
-}
-
-/// A key in Stripe's test-key shape.
-pub fn generated_key() -> String {
-    use rand::RngCore;
-    let mut bytes = [0u8; 18];
-    rand::thread_rng().fill_bytes(&mut bytes);
-    format!("sk_test_sim_{}", hex::encode(bytes))
 }
 
 pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
@@ -199,9 +198,13 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
             eprintln!("  API key: {api_key}");
         }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(super::serve_api(sim.shared.clone(), listener, async {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(crate::simulator::serve_api(
+            sim.shared.clone(),
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Some((stop, task))
     };
     eprintln!(

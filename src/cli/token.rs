@@ -12,7 +12,7 @@ pub enum TokenCommand {
         /// What it is for: 1-64 letters, digits or . _ @ -
         name: String,
         /// viewer (read), operator (also redrive/resolve/discard), admin
-        #[arg(long, value_parser = crate::auth::cli::parse_role, default_value = "viewer")]
+        #[arg(long, value_parser = crate::cli::user::parse_role, default_value = "viewer")]
         role: Role,
         /// It stops working after this many days.
         #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..=3650))]
@@ -28,7 +28,7 @@ pub enum TokenCommand {
 }
 
 pub async fn run(db: &Db, command: TokenCommand) -> anyhow::Result<()> {
-    let actor = crate::auth::cli::cli_actor();
+    let actor = crate::cli::user::cli_actor();
     match command {
         TokenCommand::Add {
             name,
@@ -65,7 +65,10 @@ pub async fn run(db: &Db, command: TokenCommand) -> anyhow::Result<()> {
                     "{:<24} {:<11} {:<9} {:<8} {:<25} last used",
                     "token", "prefix", "role", "state", "expires"
                 );
-                for t in list.into_iter().map(|t| crate::admin::tokens::view(t, now)) {
+                for t in list
+                    .into_iter()
+                    .map(|t| crate::http::admin::tokens::view(t, now))
+                {
                     println!(
                         "{:<24} {:<11} {:<9} {:<8} {:<25} {}",
                         t.name,

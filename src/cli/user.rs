@@ -5,7 +5,7 @@ use std::io::{BufRead, IsTerminal};
 use app::backend::Role;
 use clap::Subcommand;
 
-use super::{admin, password::Passwords};
+use crate::http::auth::{admin, password::Passwords};
 use crate::store::{users, Db};
 
 #[derive(Subcommand, Debug)]

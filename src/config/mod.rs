@@ -1,6 +1,8 @@
 //! Configuration: defaults, then a TOML file, then `ONCEHOOK_*` environment variables
 //! (nested keys with `__`, e.g. `ONCEHOOK_PROCESSOR__WORKERS=8`), then command-line flags.
 
+pub mod view;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,10 +12,10 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
-use crate::alerts::AlertSettings;
-use crate::mapping::{self, EventRule, Mapping};
-use crate::retry::RetryPolicy;
-use crate::signature::{SchemeKind, Verifier};
+use crate::domain::retry::RetryPolicy;
+use crate::pipeline::alerts::AlertSettings;
+use crate::provider::mapping::{self, EventRule, Mapping};
+use crate::provider::signature::{SchemeKind, Verifier};
 
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,10 +49,10 @@ pub struct Settings {
     pub verify: VerifySettings,
     /// Reconciliation against each provider's API (src/reconcile/).
     pub reconcile: crate::reconcile::ReconcileSettings,
-    /// Refunds oncehook asks providers for (src/commands/).
+    /// Refunds oncehook asks providers for (src/domain/commands.rs).
     pub commands: CommandSettings,
-    /// Dashboard sign-in and sessions (see src/auth/).
-    pub dashboard: crate::auth::DashboardSettings,
+    /// Dashboard sign-in and sessions (see src/http/auth/).
+    pub dashboard: crate::http::auth::DashboardSettings,
     /// Set by `serve --demo`, never by a file: the dashboard then shows a "demo data" badge.
     #[serde(skip)]
     pub demo: bool,
@@ -71,7 +73,7 @@ pub struct ProviderSettings {
     /// refunds talk to, Stripe's own or the simulator's.
     pub api: ProviderApiSettings,
     /// `scheme = "generic"`: where the signature is and what it covers.
-    pub signature: Option<crate::signature::SignatureSpec>,
+    pub signature: Option<crate::provider::signature::SignatureSpec>,
 }
 
 /// How oncehook reaches a provider's API. In a file these are keys of the provider entry
@@ -145,7 +147,7 @@ struct ProviderTable {
     #[serde(default = "default_api_retry")]
     api_retry: RetryPolicy,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    signature: Option<crate::signature::SignatureSpec>,
+    signature: Option<crate::provider::signature::SignatureSpec>,
 }
 
 fn default_api_base() -> String {
@@ -799,7 +801,7 @@ impl Default for Settings {
             commands: CommandSettings {
                 confirm_within_secs: 3_600,
             },
-            dashboard: crate::auth::DashboardSettings::default(),
+            dashboard: crate::http::auth::DashboardSettings::default(),
             demo: false,
         }
     }
@@ -943,7 +945,7 @@ impl Settings {
     pub fn check(&self) -> anyhow::Result<()> {
         self.validate()?;
         Providers::build(&self.providers)?;
-        crate::relay::sinks::Sinks::build(&self.sinks)?;
+        crate::pipeline::relay::sinks::Sinks::build(&self.sinks)?;
         Ok(())
     }
 
@@ -1206,7 +1208,7 @@ pub struct Provider {
     pub mapping: Mapping,
     /// Mercado Pago with an `api_key`: its thin notifications are completed with the
     /// payment they name before they are stored (`web::webhooks`).
-    pub fetch: Option<crate::provider_api::ApiClient>,
+    pub fetch: Option<crate::provider::api::ApiClient>,
 }
 
 /// Mercado Pago's API, where a Mercado Pago provider's `api_base` is not set.
@@ -1247,7 +1249,7 @@ impl ProviderSettings {
                         api.base = MERCADOPAGO_API_BASE.into();
                     }
                     Some(
-                        crate::provider_api::ApiClient::new(&api)
+                        crate::provider::api::ApiClient::new(&api)
                             .with_context(|| format!("provider {}", self.name))?,
                     )
                 }

@@ -6,7 +6,7 @@ use app::backend::{MappingRuleView, MappingView, SettingsSection, SettingsView};
 use serde_json::Value;
 
 use crate::config::{redact_url_path, Providers, Settings, SinkKind};
-use crate::mapping::TransitionRule;
+use crate::provider::mapping::TransitionRule;
 
 /// Top-level tables in the order people look for them; anything else follows.
 const SECTION_ORDER: [&str; 11] = [

@@ -9,8 +9,6 @@
 //! `requested`, with the same key); `cancelled` when an operator withdrew it before it was
 //! sent.
 
-pub mod cli;
-
 use sha2::Digest;
 
 /// The outbox topic of a refund command.
@@ -22,7 +20,7 @@ pub fn sink_for(provider: &str) -> String {
 }
 
 /// Stripe refuses longer idempotency keys.
-pub const MAX_KEY_CHARS: usize = crate::provider_api::MAX_IDEMPOTENCY_KEY;
+pub const MAX_KEY_CHARS: usize = crate::provider::api::MAX_IDEMPOTENCY_KEY;
 
 /// The longest reason kept (it travels in the refund's metadata, which Stripe caps at 500).
 pub const MAX_REASON_CHARS: usize = 500;

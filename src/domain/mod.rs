@@ -2,9 +2,12 @@
 //! ordering guard, the money projection and ledger plan, and the effect key. Storage mirrors
 //! the guard in SQL; the tests compare both.
 
+pub mod commands;
 pub mod effect_key;
+pub mod failure;
 pub mod money;
 pub mod order;
+pub mod retry;
 
 pub use effect_key::EffectKey;
 pub use money::{project, Change, Entry, EntryKind, Fact, Facts, Projection, Totals, Update};

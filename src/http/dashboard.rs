@@ -23,8 +23,8 @@ const EMBEDDED_CSS: &str = include_str!("../../style/main.css");
 
 /// What the sign-in gate lets through without a session: the sign-in page and form, and
 /// the bundle's files under `site_root/pkg`.
-pub fn public_paths(site_root: &std::path::Path) -> crate::auth::gate::PublicPaths {
-    crate::auth::gate::PublicPaths::new(site_root, PKG_DIR, &format!("{OUTPUT_NAME}.css"))
+pub fn public_paths(site_root: &std::path::Path) -> crate::http::auth::gate::PublicPaths {
+    crate::http::auth::gate::PublicPaths::new(site_root, PKG_DIR, &format!("{OUTPUT_NAME}.css"))
 }
 
 /// All dashboard routes, ready to be merged with the webhook routes. It has a fallback

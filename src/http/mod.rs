@@ -1,5 +1,8 @@
 //! HTTP: the webhook receiver, health, and the dashboard, in one router.
 
+pub mod admin;
+pub mod api;
+pub mod auth;
 pub mod client_addr;
 pub mod dashboard;
 pub mod webhooks;
@@ -19,8 +22,8 @@ pub struct WebParts {
     pub max_body_bytes: usize,
     pub db: Db,
     pub dashboard: Option<(Arc<dyn app::backend::AdminBackend>, std::path::PathBuf)>,
-    /// Sign-in, sessions and CSRF protection around the dashboard (src/auth/).
-    pub access: Option<crate::auth::Access>,
+    /// Sign-in, sessions and CSRF protection around the dashboard (src/http/auth/).
+    pub access: Option<crate::http::auth::Access>,
     /// `serve --demo`: every dashboard page's top bar says "demo data".
     pub demo: bool,
 }
@@ -47,7 +50,7 @@ pub fn router(parts: WebParts) -> Router {
     }
     if let Some((backend, _)) = &parts.dashboard {
         // Beside the dashboard, outside its sign-in and CSRF layers: bearer tokens only.
-        router = router.merge(crate::api::router(backend.clone(), parts.db.clone()));
+        router = router.merge(crate::http::api::router(backend.clone(), parts.db.clone()));
     }
     if let Some((backend, site_root)) = parts.dashboard {
         let public = dashboard::public_paths(&site_root);
@@ -60,7 +63,7 @@ pub fn router(parts: WebParts) -> Router {
     router
         // Before any route or fallback: a path that normalises to another is refused.
         .layer(axum::middleware::from_fn(
-            crate::auth::gate::refuse_ambiguous_paths,
+            crate::http::auth::gate::refuse_ambiguous_paths,
         ))
         .layer(axum::middleware::from_fn(security_headers))
         .layer(TraceLayer::new_for_http())
@@ -166,14 +169,14 @@ async fn refuse_announced_oversize(
 /// Prometheus exposition of this process's counters and the database's backlog gauges.
 async fn metrics(State(db): State<Db>) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let Some(handle) = crate::metrics::handle() else {
+    let Some(handle) = crate::ops::metrics::handle() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "metrics recorder not installed",
         )
             .into_response();
     };
-    match crate::metrics::render(&handle, &db).await {
+    match crate::ops::metrics::render(&handle, &db).await {
         Ok(text) => (
             [(
                 axum::http::header::CONTENT_TYPE,

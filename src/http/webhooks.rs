@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn, Instrument};
 
 use crate::config::Providers;
-use crate::ingest::Ingestor;
+use crate::pipeline::ingest::Ingestor;
 use crate::store::ingest::{Receipt, Stored};
 use crate::store::now_ms;
 
@@ -165,7 +165,7 @@ async fn receive_inner(
         if let Some(suppressed) = state.warnings.unknown_provider.allow() {
             warn!(suppressed, "unknown provider");
         }
-        crate::metrics::receipt("unknown", "unknown_provider");
+        crate::ops::metrics::receipt("unknown", "unknown_provider");
         return error(
             StatusCode::BAD_REQUEST,
             &correlation_id,
@@ -182,7 +182,7 @@ async fn receive_inner(
             if let Some(suppressed) = state.warnings.body_rejected.allow() {
                 warn!(status = status.as_u16(), suppressed, "body rejected");
             }
-            crate::metrics::receipt(&provider_name, "rejected");
+            crate::ops::metrics::receipt(&provider_name, "rejected");
             return error(status, &correlation_id, rejection.body_text());
         }
     };
@@ -196,7 +196,7 @@ async fn receive_inner(
             if let Some(suppressed) = state.warnings.signature_failed.allow() {
                 warn!(reason = %e, suppressed, "signature check failed");
             }
-            crate::metrics::receipt(&provider_name, "signature_failed");
+            crate::ops::metrics::receipt(&provider_name, "signature_failed");
             state
                 .db
                 .rollup()
@@ -241,7 +241,7 @@ async fn receive_inner(
             },
             Err(reason) => {
                 warn!(%event_id, %reason, "payment not fetched: answering 503");
-                crate::metrics::receipt(&provider_name, "unavailable");
+                crate::ops::metrics::receipt(&provider_name, "unavailable");
                 let mut response = error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     &correlation_id,
@@ -258,7 +258,7 @@ async fn receive_inner(
     match state.ingestor.submit(receipt).await {
         Ok(stored) => {
             let duplicate = stored == Stored::Duplicate;
-            crate::metrics::receipt(
+            crate::ops::metrics::receipt(
                 &provider_name,
                 if duplicate { "duplicate" } else { "accepted" },
             );
@@ -284,7 +284,7 @@ async fn receive_inner(
         }
         Err(e) => {
             warn!(%event_id, "not committed: answering 503");
-            crate::metrics::receipt(&provider_name, "unavailable");
+            crate::ops::metrics::receipt(&provider_name, "unavailable");
             let mut response = error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &correlation_id,
@@ -306,7 +306,7 @@ const FETCH_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 /// the body), as its API answers it; `Ok(None)` for notifications of other topics
 /// (`merchant_order`, `point_integration_wh`…), which are kept as they came.
 async fn fetch_named_payment(
-    api: &crate::provider_api::ApiClient,
+    api: &crate::provider::api::ApiClient,
     query: Option<&str>,
     body: &[u8],
 ) -> Result<Option<Vec<u8>>, String> {
@@ -358,7 +358,7 @@ mod tests {
         let settings = crate::config::Settings {
             providers: vec![crate::config::ProviderSettings {
                 name: "stripe".into(),
-                scheme: crate::signature::SchemeKind::Stripe,
+                scheme: crate::provider::signature::SchemeKind::Stripe,
                 secrets: vec!["whsec_0123456789abcdef".into()],
                 tolerance_secs: 300,
                 mapping: None,

@@ -248,7 +248,7 @@ pub fn watch_commits(
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        crate::metrics::commit_failing(false);
+        crate::ops::metrics::commit_failing(false);
         let http = alert_client();
         let interval = Duration::from_secs(settings.min_interval_secs);
         let mut last_post: Option<tokio::time::Instant> = None;
@@ -259,7 +259,7 @@ pub fn watch_commits(
                 _ = shutdown.cancelled() => break,
             }
             let now = changes.borrow_and_update().clone();
-            crate::metrics::commit_failing(now.is_some());
+            crate::ops::metrics::commit_failing(now.is_some());
             match now {
                 Some(outage) => {
                     error!(

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use crate::config::ReceiverSettings;
-use crate::processor::{AppliedWithReceipts, Processor};
+use crate::pipeline::processor::{AppliedWithReceipts, Processor};
 use crate::store::health::Writer;
 use crate::store::ingest::{store_receipts, store_receipts_in, Receipt, Stored};
 use crate::store::{Backend, Db};
@@ -206,7 +206,7 @@ async fn write_loop(
         let committed = db.health().record(Writer::Receipts, committed);
         match committed {
             Ok((stored, applied)) => {
-                crate::metrics::receipt_commit(receipts.len());
+                crate::ops::metrics::receipt_commit(receipts.len());
                 let more_due = match (&processor, applied) {
                     (Some(processor), Some(applied)) => processor.after_receipt_commit(applied),
                     _ => stored.contains(&Stored::New),

@@ -13,10 +13,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn, Instrument};
 
-use crate::alerts::{Alerter, DeadLetterAlert};
 use crate::config::{OutboxSettings, ProcessorSettings, Providers};
-use crate::failure::{classify_db_error, ErrorClass, Failure};
-use crate::retry::Next;
+use crate::domain::failure::{classify_db_error, ErrorClass, Failure};
+use crate::domain::retry::Next;
+use crate::pipeline::alerts::{Alerter, DeadLetterAlert};
 use crate::store::batch;
 use crate::store::effects::{self, EffectOutcome, EffectRequest};
 use crate::store::inbox::{self, Claimed, Filed};
@@ -36,9 +36,9 @@ pub struct Processor {
     /// Batches run again after a deadlock or serialization failure (tests read it).
     conflicts: std::sync::atomic::AtomicU64,
     /// Wake-ups of a live stream coalesced into larger claims.
-    gather: crate::worker::Gather,
+    gather: crate::pipeline::worker::Gather,
     /// How many workers claim, and how much, while there is a backlog.
-    rounds: crate::worker::Rounds,
+    rounds: crate::pipeline::worker::Rounds,
     /// The most events one claim took (tests read it).
     largest_claim: std::sync::atomic::AtomicUsize,
     /// When a receiver last announced new events (ms since the epoch; PostgreSQL's NOTIFY).
@@ -66,7 +66,11 @@ struct AfterCommit {
 }
 
 /// Notes the provider's delay of an event mapped on its first attempt.
-fn note_delay(after: &mut AfterCommit, claim: &Claimed, event: &crate::mapping::MappedEvent) {
+fn note_delay(
+    after: &mut AfterCommit,
+    claim: &Claimed,
+    event: &crate::provider::mapping::MappedEvent,
+) {
     if claim.attempt == 1 {
         after.delays.push((
             claim.provider.clone(),
@@ -107,7 +111,7 @@ pub struct AppliedWithReceipts {
 
 /// A claimed event mapped for a set-based batch.
 enum Prepared {
-    Mapped(crate::mapping::MappedEvent),
+    Mapped(crate::provider::mapping::MappedEvent),
     Ignored(String),
     Failed(Failure),
 }
@@ -153,15 +157,16 @@ pub struct ProcessorParts {
 
 impl Processor {
     pub fn new(db: Db, parts: ProcessorParts) -> Self {
-        let gather = crate::worker::Gather::new(Duration::from_millis(parts.settings.linger_ms));
+        let gather =
+            crate::pipeline::worker::Gather::new(Duration::from_millis(parts.settings.linger_ms));
         let rounds = match db.backend {
-            crate::store::Backend::Postgres => crate::worker::Rounds::new(
+            crate::store::Backend::Postgres => crate::pipeline::worker::Rounds::new(
                 parts.settings.claim_batch,
                 parts.settings.backlog_workers,
                 parts.settings.backlog_claim_batch,
             ),
             // One writer: every claim waits its turn there, whoever makes it.
-            crate::store::Backend::Sqlite => crate::worker::Rounds::new(
+            crate::store::Backend::Sqlite => crate::pipeline::worker::Rounds::new(
                 parts.settings.claim_batch,
                 parts.settings.workers,
                 parts.settings.claim_batch,
@@ -203,7 +208,7 @@ impl Processor {
     }
 
     /// A worker's turn to claim, sized for the backlog and the receivers (`worker::Rounds`).
-    fn start_round(&self) -> Option<crate::worker::Round<'_>> {
+    fn start_round(&self) -> Option<crate::pipeline::worker::Round<'_>> {
         self.rounds
             .start(self.gather.backlogged(), self.events_arriving())
     }
@@ -237,7 +242,7 @@ impl Processor {
     /// One claim of up to `limit` events, handled. Returns how many were claimed.
     async fn run_round(&self, limit: i64, shutdown: &CancellationToken) -> anyhow::Result<usize> {
         let claimed = self.claim_round(limit, shutdown).await?;
-        crate::metrics::claim(claimed);
+        crate::ops::metrics::claim(claimed);
         self.largest_claim
             .fetch_max(claimed, std::sync::atomic::Ordering::Relaxed);
         Ok(claimed)
@@ -257,7 +262,7 @@ impl Processor {
         let now = now_ms();
         let claims =
             inbox::claim(&self.db, now, now + self.settings.lease_secs * 1000, limit).await?;
-        crate::worker::recruit_if_full(&self.wake, claims.len(), limit);
+        crate::pipeline::worker::recruit_if_full(&self.wake, claims.len(), limit);
         self.gather.claimed(claims.len(), limit);
         for group in claims.chunks(self.events_per_transaction(limit)) {
             // A single event goes set-based too: the per-event path takes its effect key
@@ -317,7 +322,7 @@ impl Processor {
             tx.rollback().await?;
             return Ok(0);
         };
-        crate::worker::recruit_if_full(&self.wake, claimed, limit);
+        crate::pipeline::worker::recruit_if_full(&self.wake, claimed, limit);
         self.gather.claimed(claimed, limit);
         crate::store::commit_checked(tx).await?;
         self.after_commit(after);
@@ -520,7 +525,7 @@ impl Processor {
                         events = live.len(),
                         "set-based batch not applied; processing its events one by one"
                     );
-                    crate::metrics::batch_fallback();
+                    crate::ops::metrics::batch_fallback();
                     self.fallbacks
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let rest: Vec<Claimed> = live.iter().map(|(c, _)| (*c).clone()).collect();
@@ -628,7 +633,7 @@ impl Processor {
         let now = now_ms();
         let rollup = self.db.rollup();
         for (provider, outcome, received_at) in after.processed {
-            crate::metrics::processed(outcome, received_at, now);
+            crate::ops::metrics::processed(outcome, received_at, now);
             rollup.filed(now, &provider, outcome, received_at);
         }
         for (provider, delay) in after.delays {
@@ -913,7 +918,7 @@ impl Processor {
     /// Starts `workers` loops that run until `shutdown`, finishing the event in hand.
     pub fn spawn_workers(self: Arc<Self>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
         let count = self.settings.workers;
-        crate::worker::spawn_n(
+        crate::pipeline::worker::spawn_n(
             self,
             count,
             |n| tracing::info_span!("worker", n),
@@ -926,9 +931,13 @@ impl Processor {
 
     async fn work(&self, shutdown: CancellationToken) {
         let poll = Duration::from_millis(self.settings.poll_interval_ms);
-        crate::worker::run_gathering_loop(&self.wake, poll, &shutdown, Some(&self.gather), || {
-            self.run_once(&shutdown)
-        })
+        crate::pipeline::worker::run_gathering_loop(
+            &self.wake,
+            poll,
+            &shutdown,
+            Some(&self.gather),
+            || self.run_once(&shutdown),
+        )
         .await;
     }
 }

@@ -76,8 +76,11 @@ pub async fn prune(db: &Db, settings: &RetentionSettings, now: i64) -> anyhow::R
     .rows_affected();
     tx.commit().await?;
     // The API's idempotency keys live 24 h whatever the retention age.
-    crate::store::idempotency::prune(db, now - crate::api::IDEMPOTENCY_KEY_HOURS * 3_600_000)
-        .await?;
+    crate::store::idempotency::prune(
+        db,
+        now - crate::http::api::IDEMPOTENCY_KEY_HOURS * 3_600_000,
+    )
+    .await?;
     Ok(pruned)
 }
 

@@ -8,7 +8,7 @@ use rand::RngCore;
 use serde_json::{json, Value};
 
 use crate::config::{ProviderSettings, Settings};
-use crate::signature::{SchemeKind, Verifier};
+use crate::provider::signature::{SchemeKind, Verifier};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TriggerEvent {
@@ -270,12 +270,12 @@ pub fn prepare(settings: &Settings, args: &TriggerArgs, now_secs: i64) -> anyhow
     match &verifier {
         Verifier::Stripe(_) => {
             let secret = &provider.secrets[0];
-            let value = crate::signature::stripe::sign(secret, now_secs, &body);
+            let value = crate::provider::signature::stripe::sign(secret, now_secs, &body);
             headers.insert("stripe-signature", HeaderValue::from_str(&value)?);
         }
         Verifier::StandardWebhooks(_) => {
             let id = format!("msg_{}", random_hex(12));
-            let value = crate::signature::standard_webhooks::sign(
+            let value = crate::provider::signature::standard_webhooks::sign(
                 &provider.secrets[0],
                 &id,
                 now_secs,

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::DiffKind;
 use crate::domain::money::guard;
 use crate::domain::{Change, Fact, ResourceKind, Stamp, Transition};
-use crate::provider_api::{Dispute, Expandable, PaymentIntent, Refund};
+use crate::provider::api::{Dispute, Expandable, PaymentIntent, Refund};
 
 /// One payment at the provider, as fetched.
 #[derive(Clone, Debug)]

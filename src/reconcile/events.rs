@@ -5,7 +5,7 @@
 //! becomes the checkpoint.
 
 use super::{DiffKind, Run, RunError};
-use crate::provider_api::{Event, EventQuery};
+use crate::provider::api::{Event, EventQuery};
 use crate::store::dead_letters::{self, Actor, DeadLetterFilter};
 use crate::store::ingest::{store_receipts, Receipt};
 use crate::store::now_ms;
@@ -269,7 +269,7 @@ async fn unprocessed(run: &mut Run<'_>, e: &Event, inbox_id: i64) -> Result<(), 
     else {
         return Ok(());
     };
-    let prediction = crate::redrive::predict(&db, &run.r.providers, &dl).await?;
+    let prediction = crate::pipeline::redrive::predict(&db, &run.r.providers, &dl).await?;
     let found = run
         .found(NewDiff {
             provider: run.options.provider.clone(),

@@ -15,7 +15,6 @@
 //! the objects with the webhook's own keys, an unprocessed event is redriven; each goes
 //! through the inbox and the processor like any webhook.
 
-pub mod cli;
 pub mod compare;
 mod events;
 pub mod job;
@@ -30,9 +29,9 @@ use serde::Serialize;
 
 pub use settings::{Interval, ReconcileSettings};
 
-use crate::alerts::{Alerter, DeadLetterAlert};
 use crate::config::{Providers, Settings};
-use crate::provider_api::{ApiClient, ApiError};
+use crate::pipeline::alerts::{Alerter, DeadLetterAlert};
+use crate::provider::api::{ApiClient, ApiError};
 pub use crate::store::reconcile::DiffRow;
 use crate::store::reconcile::{self as store, Counts, NewDiff};
 use crate::store::{now_ms, Db};
@@ -287,7 +286,7 @@ impl Run<'_> {
         }
         if created {
             self.counts.diffs_found += 1;
-            crate::metrics::reconciliation_diff(&d.kind);
+            crate::ops::metrics::reconciliation_diff(&d.kind);
             self.list(DiffView {
                 id: Some(id),
                 kind: d.kind,
@@ -564,7 +563,7 @@ impl Reconciler {
                 (status, Some(reason), false, options.since.unwrap_or(0))
             }
         };
-        crate::metrics::reconciliation_run(status);
+        crate::ops::metrics::reconciliation_run(status);
         if !options.dry_run {
             if let Err(e) = store::finish_run(
                 &self.db,

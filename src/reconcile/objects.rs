@@ -14,7 +14,7 @@ use sqlx::Row;
 use super::compare::{compare_payment, payment_transition, Finding, ProviderPayment, Synth};
 use super::{DiffKind, Run, RunError};
 use crate::domain::{Fact, ResourceKind, Transition};
-use crate::provider_api::Expandable;
+use crate::provider::api::Expandable;
 use crate::store::effects::load_facts;
 use crate::store::ingest::{store_receipts, Receipt};
 use crate::store::now_ms;

@@ -13,7 +13,7 @@ use super::scenario::{Faults, Scenario};
 use super::sender::Target;
 use super::ApiFaults;
 use crate::config::Settings;
-use crate::signature::SchemeKind;
+use crate::provider::signature::SchemeKind;
 
 /// The demo's orders and the real time their lives take: three simulated days of orders,
 /// refunds (1 h to 2 days after the payment) and disputes in five real minutes. Fifteen
@@ -45,7 +45,7 @@ fn api_key(data_dir: &Path) -> anyhow::Result<String> {
         ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             use std::io::Write;
-            let key = super::cli::generated_key();
+            let key = super::generated_key();
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]

@@ -6,7 +6,6 @@
 //! order's payments, refunds, disputes, totals and status, to check oncehook against.
 
 pub mod api;
-pub mod cli;
 pub mod demo;
 pub mod engine;
 pub mod ids;
@@ -125,4 +124,12 @@ pub async fn serve_api(
         .with_graceful_shutdown(shutdown)
         .await?;
     Ok(())
+}
+
+/// A key in Stripe's test-key shape.
+pub fn generated_key() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 18];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    format!("sk_test_sim_{}", hex::encode(bytes))
 }

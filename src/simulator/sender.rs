@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::engine::NewEvent;
 use super::scenario::{Delivery, Faults};
 use super::store::SimDb;
-use crate::signature::SchemeKind;
+use crate::provider::signature::SchemeKind;
 
 /// The version a `legacy_version` fault stamps on an event (before oncehook's oldest).
 pub const LEGACY_API_VERSION: &str = "2019-12-03";
@@ -183,7 +183,7 @@ impl Sender {
             .user_agent("Stripe/1.0 (+https://stripe.com/docs/webhooks)")
             .build()?;
         if target.scheme == SchemeKind::StandardWebhooks {
-            crate::signature::standard_webhooks::decode_secret(&target.secret)?;
+            crate::provider::signature::standard_webhooks::decode_secret(&target.secret)?;
         }
         let (queue, rx) = mpsc::unbounded_channel();
         let sender = Sender {
@@ -418,13 +418,16 @@ async fn post(http: &reqwest::Client, target: &Target, job: &Job) -> bool {
         SchemeKind::Stripe => {
             request = request.header(
                 "Stripe-Signature",
-                crate::signature::stripe::sign(&target.secret, t, &job.body),
+                crate::provider::signature::stripe::sign(&target.secret, t, &job.body),
             );
         }
         SchemeKind::StandardWebhooks => {
-            let Ok(signature) =
-                crate::signature::standard_webhooks::sign(&target.secret, &job.id, t, &job.body)
-            else {
+            let Ok(signature) = crate::provider::signature::standard_webhooks::sign(
+                &target.secret,
+                &job.id,
+                t,
+                &job.body,
+            ) else {
                 return false;
             };
             request = request

@@ -39,7 +39,7 @@ use crate::domain::money::{class, guard, plan_entries};
 use crate::domain::{
     project, Change, EffectKey, Entry, Fact, OrderStatus, Totals, Transition, Update,
 };
-use crate::mapping::MappedEvent;
+use crate::provider::mapping::MappedEvent;
 
 /// One claimed event as the processor hands it to the batch.
 pub enum Input<'a> {

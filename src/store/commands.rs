@@ -10,7 +10,7 @@ use sqlx::{Any, Row, Transaction};
 use super::dead_letters::{audit, Actor};
 use super::read::rfc3339;
 use super::Db;
-use crate::commands::{self, CommandState, Refusal, Room, REFUND_TOPIC};
+use crate::domain::commands::{self, CommandState, Refusal, Room, REFUND_TOPIC};
 
 /// One command as stored, with the attempts the relay made.
 #[derive(Clone, Debug, PartialEq, Eq)]

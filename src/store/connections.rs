@@ -34,7 +34,7 @@ pub fn discard_unfinished_transactions<DB: Database>(
                     "a write connection came back inside a transaction (a failed commit?): \
                      closing it instead of reusing it"
                 );
-                crate::metrics::connection_discarded();
+                crate::ops::metrics::connection_discarded();
                 return Ok(false);
             }
             Ok(true)

@@ -10,7 +10,7 @@ use sqlx::{Any, Executor, Row};
 
 use super::read::rfc3339;
 use super::{bind_all, Db, SqlArg};
-use crate::failure::ErrorClass;
+use crate::domain::failure::ErrorClass;
 
 pub const STAGE_PROCESSOR: &str = "processor";
 pub const STAGE_OUTBOX: &str = "outbox";

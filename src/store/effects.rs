@@ -21,7 +21,7 @@ use crate::domain::{
     project, Change, EffectKey, Entry, EntryKind, Fact, OrderStatus, Projection, ResourceKind,
     Stamp, Totals, Transition, Update,
 };
-use crate::mapping::MappedEvent;
+use crate::provider::mapping::MappedEvent;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EffectOutcome {

@@ -154,7 +154,7 @@ impl CommitHealth {
 
     pub fn failed(&self, writer: Writer, error: &anyhow::Error, now_ms: i64) {
         let cause = Cause::of(error);
-        crate::metrics::commit_failed(writer.as_str(), cause.as_str());
+        crate::ops::metrics::commit_failed(writer.as_str(), cause.as_str());
         let Ok(mut state) = self.state.lock() else {
             return;
         };

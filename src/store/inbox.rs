@@ -268,7 +268,7 @@ pub async fn retry_later(
     claim: &Claimed,
     next_attempt_at: i64,
     reason: &str,
-    failure: Option<crate::failure::ErrorClass>,
+    failure: Option<crate::domain::failure::ErrorClass>,
 ) -> anyhow::Result<bool> {
     let history = match failure {
         Some(class) => Some(super::dead_letters::append_history(
@@ -302,7 +302,7 @@ pub async fn retry_later(
 pub async fn dead_letter(
     conn: &mut AnyConnection,
     claim: &Claimed,
-    failure: &crate::failure::Failure,
+    failure: &crate::domain::failure::Failure,
     order_id: Option<&str>,
     resolve_by: i64,
 ) -> anyhow::Result<Option<i64>> {

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use super::dead_letters::{self, NewDeadLetter, STAGE_OUTBOX};
 use super::values::{run_values, Val};
 use super::Db;
-use crate::failure::Failure;
+use crate::domain::failure::Failure;
 
 #[derive(Clone, Debug)]
 pub struct OutboxItem {
@@ -153,7 +153,7 @@ pub async fn mark_delivered(
     run_values(&mut tx, ATTEMPTS_INSERT, "", 7, &attempts).await?;
     for (item, attempt) in sent {
         if let (true, Some(object_id)) = (
-            marked.contains(&item.id) && item.topic == crate::commands::REFUND_TOPIC,
+            marked.contains(&item.id) && item.topic == crate::domain::commands::REFUND_TOPIC,
             &attempt.object_id,
         ) {
             super::commands::mark_sent_in(&mut tx, item.id, object_id, now).await?;
@@ -220,7 +220,7 @@ pub async fn dead_letter(
     })
     .collect::<Result<_, sqlx::Error>>()?;
     let earlier = serde_json::Value::Array(earlier).to_string();
-    if item.topic == crate::commands::REFUND_TOPIC {
+    if item.topic == crate::domain::commands::REFUND_TOPIC {
         super::commands::mark_failed_in(&mut tx, item.id, &failure.message, now).await?;
     }
     let id = dead_letters::put(

@@ -129,7 +129,11 @@ pub async fn post_payment(
         super::fixtures::T10_00,
     )
     .to_string();
-    let sig = oncehook::signature::stripe::sign(STRIPE_SECRET, super::now_secs(), body.as_bytes());
+    let sig = oncehook::provider::signature::stripe::sign(
+        STRIPE_SECRET,
+        super::now_secs(),
+        body.as_bytes(),
+    );
     let r = http
         .post(format!("{base}/webhooks/stripe"))
         .header("stripe-signature", sig)

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oncehook::config::{ProviderSettings, Providers, Settings};
-use oncehook::processor::{Processor, ProcessorParts};
+use oncehook::pipeline::processor::{Processor, ProcessorParts};
+use oncehook::provider::signature::SchemeKind;
 use oncehook::server::RunningServer;
-use oncehook::signature::SchemeKind;
 use oncehook::store::Db;
 use serde_json::Value;
 use sqlx::Row;
@@ -240,7 +240,7 @@ pub fn sign_in_request(
 
 /// The session cookie's `name=value` from a response's headers, if it set one.
 pub fn session_cookie(headers: &reqwest::header::HeaderMap) -> Option<String> {
-    let prefix = format!("{}=", oncehook::auth::SESSION_COOKIE);
+    let prefix = format!("{}=", oncehook::http::auth::SESSION_COOKIE);
     headers
         .get_all(reqwest::header::SET_COOKIE)
         .iter()
@@ -319,10 +319,19 @@ impl TestApp {
 
     /// The same at another address of this server (the admin listener).
     pub async fn sign_in_at(&self, base: &str, name: &str, role: app::backend::Role) -> String {
-        let passwords = oncehook::auth::password::Passwords::new(1).await.unwrap();
-        oncehook::auth::admin::add_user(&self.db, &passwords, name, TEST_PASSWORD, role, "test")
+        let passwords = oncehook::http::auth::password::Passwords::new(1)
             .await
             .unwrap();
+        oncehook::http::auth::admin::add_user(
+            &self.db,
+            &passwords,
+            name,
+            TEST_PASSWORD,
+            role,
+            "test",
+        )
+        .await
+        .unwrap();
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -449,8 +458,8 @@ impl TestApp {
     }
 
     /// The dashboard's backend over this app's database, as the server builds it.
-    pub fn backend(&self) -> oncehook::admin::StoreBackend {
-        oncehook::admin::StoreBackend::new(
+    pub fn backend(&self) -> oncehook::http::admin::StoreBackend {
+        oncehook::http::admin::StoreBackend::new(
             self.db.clone(),
             Arc::new(Providers::build(&self.settings.providers).unwrap()),
         )
@@ -462,13 +471,13 @@ impl TestApp {
         processor(&self.db, &self.settings)
     }
 
-    pub fn relay(&self) -> oncehook::relay::Relay {
-        oncehook::relay::Relay::new(
+    pub fn relay(&self) -> oncehook::pipeline::relay::Relay {
+        oncehook::pipeline::relay::Relay::new(
             self.db.clone(),
-            oncehook::relay::sinks::Sinks::build(&self.settings.sinks).unwrap(),
+            oncehook::pipeline::relay::sinks::Sinks::build(&self.settings.sinks).unwrap(),
             self.settings.outbox.relay.clone(),
             self.settings.dead_letters.resolve_within_hours,
-            oncehook::alerts::Alerter::log_only(),
+            oncehook::pipeline::alerts::Alerter::log_only(),
             Arc::new(tokio::sync::Notify::new()),
         )
     }
@@ -495,7 +504,7 @@ impl TestApp {
 
     /// Posts a body signed like Stripe with `secret` at `t` (Unix seconds).
     pub async fn post_stripe_with(&self, body: &[u8], secret: &str, t: i64) -> reqwest::Response {
-        let sig = oncehook::signature::stripe::sign(secret, t, body);
+        let sig = oncehook::provider::signature::stripe::sign(secret, t, body);
         self.post_raw(
             "stripe",
             vec![("stripe-signature".into(), sig)],
@@ -512,7 +521,8 @@ impl TestApp {
     pub async fn post_standard(&self, id: &str, body: &serde_json::Value) -> reqwest::Response {
         let t = now_secs();
         let raw = body.to_string().into_bytes();
-        let sig = oncehook::signature::standard_webhooks::sign(SW_SECRET, id, t, &raw).unwrap();
+        let sig =
+            oncehook::provider::signature::standard_webhooks::sign(SW_SECRET, id, t, &raw).unwrap();
         self.post_raw(
             "acme",
             vec![
@@ -587,7 +597,7 @@ pub fn processor(db: &Db, settings: &Settings) -> Processor {
             settings: settings.processor.clone(),
             outbox: settings.outbox.clone(),
             resolve_within_hours: settings.dead_letters.resolve_within_hours,
-            alerter: oncehook::alerts::Alerter::log_only(),
+            alerter: oncehook::pipeline::alerts::Alerter::log_only(),
             wake: Arc::new(tokio::sync::Notify::new()),
             outbox_wake: Arc::new(tokio::sync::Notify::new()),
         },

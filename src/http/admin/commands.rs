@@ -6,7 +6,7 @@ use app::backend::{
 };
 use app::error::AppError;
 
-use crate::commands::Refusal;
+use crate::domain::commands::Refusal;
 use crate::store::commands::{self, CommandRow, NewRefund};
 use crate::store::dead_letters::Actor;
 use crate::store::read::rfc3339;

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::redrive::RedriveResult;
+use crate::pipeline::redrive::RedriveResult;
 use crate::store::redrive_jobs::{self, JobRow, REPORT_EVERY_MS};
 use crate::store::{now_ms, read::rfc3339, Db};
 

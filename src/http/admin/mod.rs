@@ -7,7 +7,6 @@ mod order;
 mod overview;
 pub mod read_limits;
 mod reconcile;
-pub mod settings;
 pub mod tokens;
 
 use std::collections::BTreeMap;
@@ -23,7 +22,7 @@ use app::backend::{ApiTokensPage, RevealedToken, SettingsView};
 use app::error::AppError;
 
 use crate::config::Providers;
-use crate::redrive;
+use crate::pipeline::redrive;
 use crate::store::dead_letters::{self, Actor, DeadLetterFilter};
 use crate::store::read::{list_events, EventFilter};
 use crate::store::users::{self, AuditEntry};
@@ -151,7 +150,10 @@ impl StoreBackend {
 
     /// With the Settings page's view of `settings`.
     pub fn with_settings(mut self, settings: &crate::config::Settings) -> anyhow::Result<Self> {
-        self.settings = Arc::new(settings::settings_view(settings, &self.providers)?);
+        self.settings = Arc::new(crate::config::view::settings_view(
+            settings,
+            &self.providers,
+        )?);
         self.confirm_within_ms = settings.commands.confirm_within_secs as i64 * 1000;
         Ok(self)
     }

@@ -79,7 +79,7 @@ pub async fn layer(State(db): State<Db>, request: Request, next: Next) -> Respon
         idempotency::begin(&db, &scope, &key, &digest, now, now - KEY_HOURS * 3_600_000).await;
     match begun {
         Err(e) => {
-            let message = crate::admin::internal_error("checking an Idempotency-Key", &e);
+            let message = crate::http::admin::internal_error("checking an Idempotency-Key", &e);
             ApiError::new(503, message).into_response()
         }
         Ok(Begun::Mismatch) => ApiError::new(

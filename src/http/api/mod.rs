@@ -8,7 +8,6 @@
 //!   sends a bearer token on its own).
 //! - `/api/v1/openapi.json` is generated from the handlers' annotations (utoipa).
 
-pub mod cli;
 mod handlers;
 mod idempotency;
 mod input;
@@ -244,7 +243,7 @@ async fn bearer(State(db): State<Db>, mut req: Request, next: Next) -> Response 
         Ok(Some(row)) => row,
         Ok(None) => return ApiError::new(401, "unknown, expired or revoked token").into_response(),
         Err(e) => {
-            let message = crate::admin::internal_error("checking an API token", &e);
+            let message = crate::http::admin::internal_error("checking an API token", &e);
             return ApiError::new(503, message).into_response();
         }
     };
@@ -253,7 +252,7 @@ async fn bearer(State(db): State<Db>, mut req: Request, next: Next) -> Response 
     };
     let source = req
         .extensions()
-        .get::<crate::web::client_addr::ClientAddr>()
+        .get::<crate::http::client_addr::ClientAddr>()
         .map(|c| c.0.to_string());
     req.extensions_mut().insert(TokenScope(row.id));
     req.extensions_mut().insert(Principal {

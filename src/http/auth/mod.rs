@@ -17,7 +17,6 @@
 //! - CSRF: tower-http's `CsrfLayer` (Sec-Fetch-Site / Origin against Host) on every
 //!   dashboard route; no state changes through GET.
 
-pub mod cli;
 pub mod gate;
 pub mod lifetime;
 pub mod limit;
@@ -380,7 +379,7 @@ pub fn keep_one_time_password(
 
 fn client_address(req: &Request) -> Option<String> {
     req.extensions()
-        .get::<crate::web::client_addr::ClientAddr>()
+        .get::<crate::http::client_addr::ClientAddr>()
         .map(|client| client.0.to_string())
 }
 
@@ -607,7 +606,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ConnectInfoOpt {
         Ok(ConnectInfoOpt(
             parts
                 .extensions
-                .get::<crate::web::client_addr::ClientAddr>()
+                .get::<crate::http::client_addr::ClientAddr>()
                 .map(|client| client.0.to_string()),
         ))
     }

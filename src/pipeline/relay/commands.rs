@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::sinks::{excerpt, SendError, Sent};
-use crate::commands::REFUND_TOPIC;
-use crate::failure::{ErrorClass, Failure};
-use crate::provider_api::{ApiClient, ApiError, CreateRefund};
+use crate::domain::commands::REFUND_TOPIC;
+use crate::domain::failure::{ErrorClass, Failure};
+use crate::provider::api::{ApiClient, ApiError, CreateRefund};
 use crate::store::outbox::OutboxItem;
 
 /// The payload `store::commands::request_refund` writes.
@@ -33,7 +33,7 @@ pub(super) async fn send(client: &ApiClient, item: &OutboxItem) -> Result<Sent, 
     })?;
     // Past the provider's memory of the key, the same key no longer protects: a refund made
     // by an earlier send whose answer was lost would be made again. Ask first.
-    if crate::store::now_ms() - item.created_at > crate::provider_api::IDEMPOTENCY_KEY_MEMORY_MS {
+    if crate::store::now_ms() - item.created_at > crate::provider::api::IDEMPOTENCY_KEY_MEMORY_MS {
         if let Some(found) = made_earlier(client, &payload).await? {
             return Ok(found);
         }

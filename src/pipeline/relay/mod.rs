@@ -15,10 +15,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn, Instrument};
 
-use crate::alerts::{Alerter, DeadLetterAlert};
 use crate::config::RelaySettings;
-use crate::failure::{classify_db_error, ErrorClass, Failure};
-use crate::retry::Next;
+use crate::domain::failure::{classify_db_error, ErrorClass, Failure};
+use crate::domain::retry::Next;
+use crate::pipeline::alerts::{Alerter, DeadLetterAlert};
 use crate::store::now_ms;
 use crate::store::outbox::{self, AttemptRecord, OutboxItem};
 use crate::store::Db;
@@ -82,7 +82,11 @@ impl Relay {
             self.settings.claim_batch,
         )
         .await?;
-        crate::worker::recruit_if_full(&self.wake, items.len(), self.settings.claim_batch);
+        crate::pipeline::worker::recruit_if_full(
+            &self.wake,
+            items.len(),
+            self.settings.claim_batch,
+        );
         let attempts = join_all(items.iter().map(|item| {
             let span = tracing::info_span!("outbox", id = item.id, sink = %item.sink, correlation_id = %item.correlation_id, attempt = item.attempt);
             self.attempt_logged(item).instrument(span)
@@ -126,7 +130,7 @@ impl Relay {
                     }
                     Attempt::Sent(_) => Delivered::Fenced,
                 };
-                crate::metrics::relayed(
+                crate::ops::metrics::relayed(
                     &item.sink,
                     match delivered {
                         Delivered::Delivered => "delivered",
@@ -288,7 +292,7 @@ impl Relay {
 
     pub fn spawn_workers(self: Arc<Self>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
         let count = self.settings.workers;
-        crate::worker::spawn_n(
+        crate::pipeline::worker::spawn_n(
             self,
             count,
             |n| tracing::info_span!("relay", n),
@@ -301,7 +305,7 @@ impl Relay {
 
     async fn work(&self, shutdown: CancellationToken) {
         let poll = Duration::from_millis(self.settings.poll_interval_ms);
-        crate::worker::run_loop(&self.wake, poll, &shutdown, || async {
+        crate::pipeline::worker::run_loop(&self.wake, poll, &shutdown, || async {
             Ok(self.run_once().await?.len())
         })
         .await;

@@ -13,9 +13,9 @@ use tokio::sync::{Mutex, Semaphore};
 use tracing::info;
 
 use crate::config::{SinkKind, SinkSettings};
-use crate::failure::{classify_http_status, ErrorClass, Failure};
-use crate::retry::parse_retry_after;
-use crate::signature::standard_webhooks;
+use crate::domain::failure::{classify_http_status, ErrorClass, Failure};
+use crate::domain::retry::parse_retry_after;
+use crate::provider::signature::standard_webhooks;
 use crate::store::now_ms;
 use crate::store::outbox::OutboxItem;
 
@@ -83,7 +83,7 @@ enum Transport {
     },
     Email(Box<Mailer>),
     /// A provider's API: the commands oncehook sends it (`provider:NAME`).
-    Provider(Box<crate::provider_api::ApiClient>),
+    Provider(Box<crate::provider::api::ApiClient>),
 }
 
 struct Mailer {
@@ -367,8 +367,8 @@ impl Sinks {
     ) -> anyhow::Result<Sinks> {
         let mut map = (*self.0).clone();
         for p in providers.iter().filter(|p| p.api.key.is_some()) {
-            let name = crate::commands::sink_for(&p.name);
-            let client = crate::provider_api::ApiClient::new(&p.api)
+            let name = crate::domain::commands::sink_for(&p.name);
+            let client = crate::provider::api::ApiClient::new(&p.api)
                 .map_err(|e| anyhow::anyhow!("provider {}: {e}", p.name))?;
             map.insert(
                 name.clone(),

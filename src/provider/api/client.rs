@@ -12,7 +12,7 @@ use super::error::ApiError;
 use super::objects::{CreateRefund, Dispute, Event, HasId, List, PaymentIntent, Refund};
 use super::MAX_PAGE;
 use crate::config::ProviderApiSettings;
-use crate::retry::{parse_retry_after, Next, RetryPolicy};
+use crate::domain::retry::{parse_retry_after, Next, RetryPolicy};
 
 /// A client of one provider's API. Cheap to clone; clones share the rate limit.
 #[derive(Clone)]

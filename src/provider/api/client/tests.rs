@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use super::*;
-use crate::provider_api::objects::{Charge, Expandable};
+use crate::provider::api::objects::{Charge, Expandable};
 
 const KEY: &str = "sk_test_clientSECRETkey";
 

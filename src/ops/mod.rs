@@ -1,0 +1,3 @@
+//! The process itself: its metrics and its allocator.
+pub mod allocator;
+pub mod metrics;
