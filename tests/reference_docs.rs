@@ -110,12 +110,15 @@ fn the_cli_reference_matches_the_parser() {
 
 // ------------------------------------------------------------------------------ HTTP API
 
-/// Text for one cell of a Markdown table.
+/// Text for one cell of a Markdown table (brackets escaped, so that a TOML array in a
+/// comment does not read as a link).
 fn cell(text: &str) -> String {
     text.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
         .replace('|', "\\|")
+        .replace('[', "\\[")
+        .replace(']', "\\]")
 }
 
 fn api_page() -> String {
