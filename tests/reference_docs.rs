@@ -4,8 +4,9 @@
 //! in memory and fails when the committed page differs;
 //! `ONCEHOOK_UPDATE_DOCS=1 cargo test --test reference_docs` rewrites them.
 //!
-//! A last test checks that every relative link of README.md, ARCHITECTURE.md and the book's
-//! pages points at a file (and heading) that exists.
+//! The last two check that every relative link of README.md, ARCHITECTURE.md, BENCHMARKS.md
+//! and the book's pages points at a file (and heading) that exists, and that every page of
+//! the book is in its SUMMARY.md (mdBook leaves out a page it does not list).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -492,13 +493,17 @@ fn markdown_files() -> Vec<PathBuf> {
             }
         }
     }
-    let mut files = vec![repo().join("README.md"), repo().join("ARCHITECTURE.md")];
+    let mut files = vec![
+        repo().join("README.md"),
+        repo().join("ARCHITECTURE.md"),
+        repo().join("BENCHMARKS.md"),
+    ];
     walk(&repo().join("docs/src"), &mut files);
     files
 }
 
 #[test]
-fn every_relative_link_of_the_readme_architecture_and_book_resolves() {
+fn every_relative_link_of_the_readme_architecture_benchmarks_and_book_resolves() {
     let mut broken = Vec::new();
     for file in markdown_files() {
         let text = std::fs::read_to_string(&file).unwrap();
@@ -534,4 +539,27 @@ fn every_relative_link_of_the_readme_architecture_and_book_resolves() {
         }
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn every_page_of_the_book_is_in_its_summary() {
+    let src = repo().join("docs/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let listed: BTreeSet<String> = scan(&summary).1.into_iter().map(|(_, t)| t).collect();
+    let missing: Vec<String> = markdown_files()
+        .into_iter()
+        .filter_map(|f| {
+            let page = f
+                .strip_prefix(&src)
+                .ok()?
+                .to_string_lossy()
+                .replace('\\', "/");
+            (page != "SUMMARY.md" && !listed.contains(&page)).then_some(page)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "pages under docs/src that docs/src/SUMMARY.md does not list (mdBook would leave \
+         them out): {missing:?}"
+    );
 }
