@@ -1,4 +1,4 @@
-//! Configuration as documented: every TOML block of README.md and every example config
+//! Configuration as documented: every TOML block of the book (docs/src) and every example config
 //! shipped in the repository loads through the loader `serve` uses, and every sink kind can
 //! be configured from a file and from ONCEHOOK_* variables.
 #![allow(clippy::result_large_err)] // figment's Jail error type
@@ -44,20 +44,41 @@ fn load(text: &str) -> anyhow::Result<Settings> {
     Ok(settings)
 }
 
-#[test]
-fn every_toml_block_of_the_readme_loads() {
-    figment::Jail::expect_with(|_| {
-        let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-        let blocks = toml_blocks(&readme);
-        assert!(
-            blocks.len() >= 2,
-            "README has its provider and sink examples"
-        );
-        for (line, text) in blocks {
-            if let Err(e) = load(&text) {
-                panic!("README.md block at line {line} does not load: {e:#}\n{text}");
+/// Every Markdown page of the book, `docs/src/**/*.md`, sorted.
+fn book_pages() -> Vec<PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
             }
         }
+    }
+    let mut pages = Vec::new();
+    walk(&repo().join("docs/src"), &mut pages);
+    pages.sort();
+    pages
+}
+
+#[test]
+fn every_toml_block_of_the_book_loads() {
+    figment::Jail::expect_with(|_| {
+        let mut blocks = 0;
+        for page in book_pages() {
+            let markdown = std::fs::read_to_string(&page).unwrap();
+            for (line, text) in toml_blocks(&markdown) {
+                blocks += 1;
+                if let Err(e) = load(&text) {
+                    panic!(
+                        "{} block at line {line} does not load: {e:#}\n{text}",
+                        page.display()
+                    );
+                }
+            }
+        }
+        assert!(blocks >= 2, "the book has its provider and sink examples");
         Ok(())
     });
 }

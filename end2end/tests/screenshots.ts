@@ -1,5 +1,5 @@
 // Screenshots for people: attached to the test report, and copied to
-// $ONCEHOOK_E2E_SCREENSHOTS (docs/screenshots when refreshing README's pictures).
+// $ONCEHOOK_E2E_SCREENSHOTS (docs/src/screenshots when refreshing the book's pictures).
 import type { Page, TestInfo } from '@playwright/test';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
