@@ -15,4 +15,5 @@ pub mod reconcile;
 pub mod server;
 pub mod simulator;
 pub mod store;
+pub mod support;
 pub mod verify;

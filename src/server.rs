@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::config::{Providers, Settings};
+use crate::config::Settings;
 use crate::http::admin::StoreBackend;
 use crate::http::client_addr::{ClientAddr, TrustedProxies};
 use crate::http::{self, webhooks::WebhookState, WebParts};
@@ -18,6 +18,7 @@ use crate::pipeline::alerts::Alerter;
 use crate::pipeline::ingest::{Ingestor, OpenConnections};
 use crate::pipeline::processor::{spawn_pg_listener, Processor, ProcessorParts};
 use crate::pipeline::relay::{sinks::Sinks, Relay};
+use crate::provider::settings::Providers;
 use crate::store::{Backend, Db};
 
 pub struct RunningServer {
@@ -282,14 +283,14 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     // The consistency check (`verify.interval_minutes`), its result on the overview.
     background.extend(crate::verify::job::spawn(
         db.clone(),
-        settings.clone(),
+        settings.verify_scope(),
         shutdown.clone(),
     ));
     // Reconciliation (`reconcile.interval`) of each provider with an `api_key`.
-    crate::ops::metrics::set_confirm_within(settings.commands.confirm_within_secs as i64 * 1000);
+    crate::http::metrics::set_confirm_within(settings.commands.confirm_within_secs as i64 * 1000);
     let reconciler = crate::reconcile::Reconciler {
         db: db.clone(),
-        settings: Arc::new(settings.clone()),
+        settings: Arc::new(settings.reconcile_scope()),
         providers: providers.clone(),
         alerter: alerter.clone(),
     };
@@ -318,7 +319,10 @@ pub async fn start(settings: Settings) -> anyhow::Result<RunningServer> {
     let dashboard = Some((
         Arc::new(
             StoreBackend::new(db.clone(), providers.clone())
-                .with_settings(&settings)?
+                .with_settings(
+                    crate::config::view::settings_view(&settings, &providers)?,
+                    settings.commands.confirm_within_secs as i64 * 1000,
+                )
                 .with_reconciler(reconciler, shutdown.clone()),
         ) as Arc<dyn app::backend::AdminBackend>,
         settings.site_root.clone(),
@@ -517,7 +521,7 @@ impl Drop for AddressSlot {
 async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
-    limits: crate::config::ServerSettings,
+    limits: crate::http::settings::ServerSettings,
     shutdown: CancellationToken,
     connections: OpenConnections,
 ) {

@@ -622,8 +622,8 @@ impl Harness {
     /// `oncehook verify` over every order so far: the processor's projection, rebuilt from
     /// the facts, is what it stored, and every ledger entry has its message.
     async fn verify_finds_nothing(&self) -> Result<(), String> {
-        let settings = Settings::default();
-        let options = oncehook::verify::Options::new(&settings, oncehook::store::now_ms());
+        let scope = Settings::default().verify_scope();
+        let options = oncehook::verify::Options::new(&scope, oncehook::store::now_ms());
         let report = oncehook::verify::run(&self.db, &options).await.unwrap();
         if report.orders_checked == 0 || !report.is_clean() {
             return Err(format!(

@@ -102,7 +102,7 @@ fn with_api(s: &mut Settings, url: &str) {
 fn reconciler(app: &TestApp) -> Reconciler {
     Reconciler {
         db: app.db.clone(),
-        settings: Arc::new(app.settings.clone()),
+        settings: Arc::new(app.settings.reconcile_scope()),
         providers: Arc::new(Providers::build(&app.settings.providers).unwrap()),
         alerter: Alerter::log_only(),
     }

@@ -95,7 +95,7 @@ async fn reconcile_bench() {
     .await;
     let r = Reconciler {
         db: app.db.clone(),
-        settings: Arc::new(app.settings.clone()),
+        settings: Arc::new(app.settings.reconcile_scope()),
         providers: Arc::new(Providers::build(&app.settings.providers).unwrap()),
         alerter: Alerter::log_only(),
     };

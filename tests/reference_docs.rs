@@ -123,10 +123,10 @@ fn cell(text: &str) -> String {
 }
 
 fn api_page() -> String {
-    let doc = serde_json::to_value(oncehook::api::ApiDoc::openapi()).unwrap();
+    let doc = serde_json::to_value(oncehook::http::api::ApiDoc::openapi()).unwrap();
     let mut out = header(
         "HTTP API (generated from OpenAPI)",
-        "`oncehook::api::ApiDoc`",
+        "`oncehook::http::api::ApiDoc`",
     );
     let info = &doc["info"];
     writeln!(

@@ -35,12 +35,12 @@ fn the_check_interval_loads_from_the_toml_a_user_writes() {
     assert_eq!(load("").unwrap().verify.interval_minutes, 60, "the default");
     let five = load("[verify]\ninterval_minutes = 5\n").unwrap();
     assert_eq!(
-        oncehook::verify::job::interval(&five),
+        oncehook::verify::job::interval(&five.verify_scope()),
         Some(std::time::Duration::from_secs(300))
     );
     let off = load("[verify]\ninterval_minutes = 0\n").unwrap();
     assert_eq!(
-        oncehook::verify::job::interval(&off),
+        oncehook::verify::job::interval(&off.verify_scope()),
         None,
         "0 turns the job off"
     );
@@ -403,7 +403,8 @@ async fn a_check_beside_live_processing_sees_no_half_written_order(kind: Kind) {
     let mut runs = 0;
     loop {
         let done = traffic.is_finished();
-        let mut options = oncehook::verify::Options::new(&app.settings, oncehook::store::now_ms());
+        let scope = app.settings.verify_scope();
+        let mut options = oncehook::verify::Options::new(&scope, oncehook::store::now_ms());
         // Small pages: more page boundaries for a commit to fall between.
         options.page_size = 7;
         let report = oncehook::verify::run(&app.db, &options).await.unwrap();

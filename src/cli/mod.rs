@@ -409,7 +409,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => crate::cli::simulate::run(args).await,
         Command::Trigger(args) => {
             let settings = cli.common.settings(None)?;
-            crate::provider::trigger::run(&settings, args).await
+            crate::provider::trigger::run(&settings.providers, args).await
         }
         Command::User { command } => {
             let settings = cli.common.settings(None)?;
@@ -454,7 +454,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Verify { json, limit } => {
             let settings = cli.common.settings(None)?;
             let db = open(&settings).await?;
-            let mut options = crate::verify::Options::new(&settings, crate::store::now_ms());
+            let scope = settings.verify_scope();
+            let mut options = crate::verify::Options::new(&scope, crate::store::now_ms());
             options.list_limit = limit;
             let report = crate::verify::run(&db, &options).await?;
             // Recorded like the periodic job's run, so the overview shows this check too.
@@ -677,7 +678,7 @@ async fn run_dlq(db: &Db, settings: &Settings, command: DlqCommand) -> anyhow::R
             let mut f = filter.filter();
             f.ids = ids;
             f.event_id = event_id;
-            let providers = crate::config::Providers::build(&settings.providers)?;
+            let providers = crate::provider::settings::Providers::build(&settings.providers)?;
             let actor = actor_name(actor);
             let actor = dead_letters::Actor {
                 name: &actor,
@@ -839,7 +840,7 @@ fn print_order(view: &read::OrderView) {
 
 /// Never print a database password (see `config::redact_url`).
 pub fn redact_url(url: &str) -> String {
-    crate::config::redact_url(url)
+    crate::support::redact::redact_url(url)
 }
 
 #[cfg(test)]

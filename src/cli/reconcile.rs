@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::config::{Providers, Settings};
+use crate::config::Settings;
 use crate::pipeline::alerts::Alerter;
+use crate::provider::settings::Providers;
 use crate::reconcile::{render_text, Interval, Options, Reconciler};
 use crate::store::Db;
 
@@ -54,7 +55,7 @@ pub async fn run(db: Db, settings: Settings, args: ReconcileArgs) -> anyhow::Res
     let reconciler = Reconciler {
         db,
         providers: Arc::new(Providers::build(&settings.providers)?),
-        settings: Arc::new(settings),
+        settings: Arc::new(settings.reconcile_scope()),
         alerter,
     };
     let providers = match &args.provider {

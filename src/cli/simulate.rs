@@ -215,7 +215,10 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
         options
             .target
             .as_ref()
-            .map(|t| format!(", webhooks to {}", crate::config::redact_url(&t.url)))
+            .map(|t| format!(
+                ", webhooks to {}",
+                crate::support::redact::redact_url(&t.url)
+            ))
             .unwrap_or_default()
     );
     let bar = progress_bar(sim.plans().iter().map(|p| p.steps.len() as u64).sum());

@@ -9,6 +9,7 @@
 //! `requested`, with the same key); `cancelled` when an operator withdrew it before it was
 //! sent.
 
+use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 /// The outbox topic of a refund command.
@@ -20,7 +21,7 @@ pub fn sink_for(provider: &str) -> String {
 }
 
 /// Stripe refuses longer idempotency keys.
-pub const MAX_KEY_CHARS: usize = crate::provider::api::MAX_IDEMPOTENCY_KEY;
+pub const MAX_KEY_CHARS: usize = 255;
 
 /// The longest reason kept (it travels in the refund's metadata, which Stripe caps at 500).
 pub const MAX_REASON_CHARS: usize = 500;
@@ -235,6 +236,16 @@ pub fn parse_reason(reason: &str) -> Result<String, Refusal> {
         return Err(Refusal::BadReason);
     }
     Ok(cleaned.to_string())
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSettings {
+    /// A command the provider answered (`sent`) whose webhook has not confirmed it after
+    /// this many seconds is flagged: counted on the overview and in
+    /// `oncehook_provider_commands_unconfirmed` (reconciliation's objects pass finds the
+    /// refund at the provider and confirms it).
+    pub confirm_within_secs: u64,
 }
 
 #[cfg(test)]

@@ -74,51 +74,6 @@ pub fn classify_http_status(status: u16) -> ErrorClass {
     }
 }
 
-/// The class of a database error: connection trouble, busy/locked, serialization
-/// failures and deadlocks are transient; everything else is unknown.
-pub fn classify_db_error(error: &anyhow::Error) -> ErrorClass {
-    for cause in error.chain() {
-        if let Some(e) = cause.downcast_ref::<sqlx::Error>() {
-            return match e {
-                sqlx::Error::Io(_)
-                | sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::WorkerCrashed
-                | sqlx::Error::Tls(_)
-                | sqlx::Error::Protocol(_) => ErrorClass::Transient,
-                sqlx::Error::Database(db) => {
-                    let code = db.code().unwrap_or_default();
-                    let message = db.message().to_ascii_lowercase();
-                    // 40001 serialization failure, 40P01 deadlock, 57P01 admin shutdown,
-                    // 55P03 lock not available, 08xxx connection; SQLite 5 busy, 6 locked.
-                    let transient = [
-                        "40001", "40P01", "57P01", "57P03", "55P03", "5", "6", "517", "261",
-                    ]
-                    .contains(&code.as_ref())
-                        || code.starts_with("08")
-                        || message.contains("database is locked")
-                        || message.contains("busy");
-                    // A full disk or an I/O error clears when space or the disk comes
-                    // back: retry, never dead-letter for it.
-                    let transient = transient
-                        || matches!(
-                            crate::store::health::Cause::of_sqlx(e),
-                            crate::store::health::Cause::DiskFull
-                                | crate::store::health::Cause::IoError
-                        );
-                    if transient {
-                        ErrorClass::Transient
-                    } else {
-                        ErrorClass::Unknown
-                    }
-                }
-                _ => ErrorClass::Unknown,
-            };
-        }
-    }
-    ErrorClass::Unknown
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,17 +98,5 @@ mod tests {
         for c in ErrorClass::ALL {
             assert_eq!(ErrorClass::parse(c.as_str()), Some(c));
         }
-    }
-
-    #[test]
-    fn pool_timeouts_are_transient_other_errors_unknown() {
-        let e = anyhow::Error::new(sqlx::Error::PoolTimedOut).context("claiming");
-        assert_eq!(classify_db_error(&e), ErrorClass::Transient);
-        assert_eq!(
-            classify_db_error(&anyhow::anyhow!("weird")),
-            ErrorClass::Unknown
-        );
-        let e = anyhow::Error::new(sqlx::Error::RowNotFound);
-        assert_eq!(classify_db_error(&e), ErrorClass::Unknown);
     }
 }

@@ -4,9 +4,11 @@
 
 pub mod commands;
 pub mod effect_key;
+pub mod event;
 pub mod failure;
 pub mod money;
 pub mod order;
+pub mod outbox;
 pub mod retry;
 
 pub use effect_key::EffectKey;

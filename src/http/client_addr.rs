@@ -12,7 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 use axum::http::HeaderMap;
 use ipnet::IpNet;
 
-use crate::config::ProxyHeader;
+use crate::http::settings::ProxyHeader;
 
 /// The client's address: the TCP peer, or the client a trusted proxy reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

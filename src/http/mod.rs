@@ -5,6 +5,8 @@ pub mod api;
 pub mod auth;
 pub mod client_addr;
 pub mod dashboard;
+pub mod metrics;
+pub mod settings;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -176,7 +178,7 @@ async fn metrics(State(db): State<Db>) -> axum::response::Response {
         )
             .into_response();
     };
-    match crate::ops::metrics::render(&handle, &db).await {
+    match metrics::render(&handle, &db).await {
         Ok(text) => (
             [(
                 axum::http::header::CONTENT_TYPE,

@@ -15,8 +15,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn, Instrument};
 
-use crate::config::Providers;
 use crate::pipeline::ingest::Ingestor;
+use crate::provider::settings::Providers;
 use crate::store::ingest::{Receipt, Stored};
 use crate::store::now_ms;
 
@@ -355,20 +355,17 @@ mod tests {
 
     #[test]
     fn unknown_provider_names_are_escaped_and_truncated_for_the_log() {
-        let settings = crate::config::Settings {
-            providers: vec![crate::config::ProviderSettings {
-                name: "stripe".into(),
-                scheme: crate::provider::signature::SchemeKind::Stripe,
-                secrets: vec!["whsec_0123456789abcdef".into()],
-                tolerance_secs: 300,
-                mapping: None,
-                events: Default::default(),
-                api: Default::default(),
-                signature: None,
-            }],
-            ..Default::default()
-        };
-        let providers = Providers::build(&settings.providers).unwrap();
+        let providers = Providers::build(&[crate::provider::settings::ProviderSettings {
+            name: "stripe".into(),
+            scheme: crate::provider::signature::SchemeKind::Stripe,
+            secrets: vec!["whsec_0123456789abcdef".into()],
+            tolerance_secs: 300,
+            mapping: None,
+            events: Default::default(),
+            api: Default::default(),
+            signature: None,
+        }])
+        .unwrap();
         assert_eq!(loggable_provider(&providers, "stripe"), "stripe");
         let forged = "x\n2025-01-01T00:00:00Z  INFO accepted\x1b[2J";
         let logged = loggable_provider(&providers, forged);

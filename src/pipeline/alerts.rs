@@ -36,7 +36,7 @@ impl std::fmt::Debug for AlertSettings {
                 &self
                     .webhook_url
                     .as_deref()
-                    .map(crate::config::redact_url_path),
+                    .map(crate::support::redact::redact_url_path),
             )
             .field("min_interval_secs", &self.min_interval_secs)
             .finish()

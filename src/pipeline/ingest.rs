@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::config::ReceiverSettings;
 use crate::pipeline::processor::{AppliedWithReceipts, Processor};
+use crate::pipeline::settings::ReceiverSettings;
 use crate::store::health::Writer;
 use crate::store::ingest::{store_receipts, store_receipts_in, Receipt, Stored};
 use crate::store::{Backend, Db};

@@ -7,4 +7,5 @@ pub mod processor;
 pub mod redrive;
 pub mod relay;
 pub mod retention;
+pub mod settings;
 pub mod worker;

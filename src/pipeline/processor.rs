@@ -13,12 +13,15 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn, Instrument};
 
-use crate::config::{OutboxSettings, ProcessorSettings, Providers};
-use crate::domain::failure::{classify_db_error, ErrorClass, Failure};
+use crate::domain::failure::{ErrorClass, Failure};
+use crate::domain::outbox::OutboxSettings;
 use crate::domain::retry::Next;
 use crate::pipeline::alerts::{Alerter, DeadLetterAlert};
+use crate::pipeline::settings::ProcessorSettings;
+use crate::provider::settings::Providers;
 use crate::store::batch;
 use crate::store::effects::{self, EffectOutcome, EffectRequest};
+use crate::store::health::classify_db_error;
 use crate::store::inbox::{self, Claimed, Filed};
 use crate::store::{now_ms, Db};
 

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use sqlx::Row;
 
-use crate::config::Providers;
 use crate::domain::{project, Facts, OrderStatus, Update};
+use crate::provider::settings::Providers;
 use crate::store::dead_letters::{self, Actor, DeadLetterFilter, STAGE_OUTBOX, STAGE_PROCESSOR};
 use crate::store::effects::{change_of, effect_key, load_facts, resolve_order};
 use crate::store::{now_ms, Db};

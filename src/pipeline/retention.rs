@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::config::RetentionSettings;
+use crate::pipeline::settings::RetentionSettings;
 use crate::store::{now_ms, Db};
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -76,11 +76,8 @@ pub async fn prune(db: &Db, settings: &RetentionSettings, now: i64) -> anyhow::R
     .rows_affected();
     tx.commit().await?;
     // The API's idempotency keys live 24 h whatever the retention age.
-    crate::store::idempotency::prune(
-        db,
-        now - crate::http::api::IDEMPOTENCY_KEY_HOURS * 3_600_000,
-    )
-    .await?;
+    crate::store::idempotency::prune(db, now - crate::store::idempotency::KEY_HOURS * 3_600_000)
+        .await?;
     Ok(pruned)
 }
 

@@ -2,6 +2,7 @@
 //! transition. Every field is a list of JSON pointers tried in order (first present wins),
 //! so one mapping can follow a provider across API versions.
 
+pub use crate::domain::event::MappedEvent;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -116,22 +117,6 @@ pub struct Envelope {
     pub event_id: Option<String>,
     pub event_type: Option<String>,
     pub api_version: Option<String>,
-}
-
-/// An event turned into a domain transition.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MappedEvent {
-    pub event_type: String,
-    pub transition: Transition,
-    pub order_id: Option<String>,
-    pub external_ref: String,
-    /// The payment a refund or dispute belongs to.
-    pub parent_ref: Option<String>,
-    pub lookup_refs: Vec<String>,
-    pub amount: Option<i64>,
-    pub currency: Option<String>,
-    pub occurred_at_ms: i64,
-    pub sequence: Option<i64>,
 }
 
 /// Why an event could not become a transition. Every variant is kept and filed, never lost.

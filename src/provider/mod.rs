@@ -3,5 +3,6 @@
 //! in its own shape on demand (`trigger`).
 pub mod api;
 pub mod mapping;
+pub mod settings;
 pub mod signature;
 pub mod trigger;

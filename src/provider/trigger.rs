@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use rand::RngCore;
 use serde_json::{json, Value};
 
-use crate::config::{ProviderSettings, Settings};
+use crate::provider::settings::ProviderSettings;
 use crate::provider::signature::{SchemeKind, Verifier};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,8 +70,11 @@ fn random_hex(bytes: usize) -> String {
     hex::encode(b)
 }
 
-fn provider_settings(settings: &Settings, args: &TriggerArgs) -> anyhow::Result<ProviderSettings> {
-    if let Some(p) = settings.providers.iter().find(|p| p.name == args.provider) {
+fn provider_settings(
+    providers: &[ProviderSettings],
+    args: &TriggerArgs,
+) -> anyhow::Result<ProviderSettings> {
+    if let Some(p) = providers.iter().find(|p| p.name == args.provider) {
         if args.scheme.is_none() && args.secret.is_none() {
             return Ok(p.clone());
         }
@@ -243,8 +246,12 @@ fn payload(
 }
 
 /// The signed request for `args`, as its provider would send it at `now_secs`.
-pub fn prepare(settings: &Settings, args: &TriggerArgs, now_secs: i64) -> anyhow::Result<Prepared> {
-    let provider = provider_settings(settings, args)?;
+pub fn prepare(
+    providers: &[ProviderSettings],
+    args: &TriggerArgs,
+    now_secs: i64,
+) -> anyhow::Result<Prepared> {
+    let provider = provider_settings(providers, args)?;
     let verifier = Verifier::with_spec(
         provider.scheme,
         &provider.secrets,
@@ -311,8 +318,9 @@ pub fn prepare(settings: &Settings, args: &TriggerArgs, now_secs: i64) -> anyhow
 }
 
 /// Sends it (or prints it with `--print`); the answer's status decides the exit status.
-pub async fn run(settings: &Settings, args: TriggerArgs) -> anyhow::Result<()> {
-    let prepared = prepare(settings, &args, chrono::Utc::now().timestamp())?;
+/// Sends it; `providers` are the configured ones (a named one signs with its own secret).
+pub async fn run(providers: &[ProviderSettings], args: TriggerArgs) -> anyhow::Result<()> {
+    let prepared = prepare(providers, &args, chrono::Utc::now().timestamp())?;
     if args.print {
         let mut line = format!("curl -sS -X POST '{}'", prepared.url);
         for (k, v) in &prepared.headers {

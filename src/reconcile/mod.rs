@@ -29,9 +29,9 @@ use serde::Serialize;
 
 pub use settings::{Interval, ReconcileSettings};
 
-use crate::config::{Providers, Settings};
 use crate::pipeline::alerts::{Alerter, DeadLetterAlert};
 use crate::provider::api::{ApiClient, ApiError};
+use crate::provider::settings::Providers;
 pub use crate::store::reconcile::DiffRow;
 use crate::store::reconcile::{self as store, Counts, NewDiff};
 use crate::store::{now_ms, Db};
@@ -193,11 +193,19 @@ pub(crate) enum RunError {
     Store(#[from] anyhow::Error),
 }
 
+/// What reconciliation needs of the configuration (`Settings::reconcile_scope` builds it):
+/// its own settings and the providers as configured (their API keys and bases).
+#[derive(Clone, Debug)]
+pub struct Scope {
+    pub reconcile: ReconcileSettings,
+    pub providers: Vec<crate::provider::settings::ProviderSettings>,
+}
+
 /// Everything a run needs.
 #[derive(Clone)]
 pub struct Reconciler {
     pub db: Db,
-    pub settings: Arc<Settings>,
+    pub settings: Arc<Scope>,
     pub providers: Arc<Providers>,
     pub alerter: Alerter,
 }
@@ -205,7 +213,7 @@ pub struct Reconciler {
 /// The state one run shares between its passes.
 pub(crate) struct Run<'a> {
     pub r: &'a Reconciler,
-    pub provider: &'a crate::config::Provider,
+    pub provider: &'a crate::provider::settings::Provider,
     pub api: Api,
     pub options: &'a Options,
     pub id: i64,

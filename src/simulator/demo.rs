@@ -115,17 +115,17 @@ async fn claim_database(settings: &Settings) -> anyhow::Result<()> {
                 "the database at {} already holds {n} event(s) that no --demo made; --demo \
                  fills only a new, empty database: give it one of its own (--database-url) \
                  and a data directory of its own",
-                crate::cli::redact_url(&settings.database_url)
+                crate::support::redact::redact_url(&settings.database_url)
             );
         }
     }
-    crate::config::write_private_file(&marker, digest.as_bytes())
+    crate::support::files::write_private_file(&marker, digest.as_bytes())
 }
 
 /// Points the `stripe` provider's API at the demo's simulator (on a free loopback port)
 /// with the demo's key. Call after `ensure_dev_provider`, before the server starts.
 pub async fn prepare(settings: &mut Settings) -> anyhow::Result<Prepared> {
-    crate::config::create_private_dir(&settings.data_dir)?;
+    crate::support::files::create_private_dir(&settings.data_dir)?;
     claim_database(settings).await?;
     let key = api_key(&settings.data_dir)?;
     let provider = settings

@@ -36,9 +36,9 @@ pub struct Target {
 impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Target")
-            .field("url", &crate::config::redact_url(&self.url))
+            .field("url", &crate::support::redact::redact_url(&self.url))
             .field("scheme", &self.scheme)
-            .field("secret", &crate::config::REDACTED)
+            .field("secret", &crate::support::redact::REDACTED)
             .finish()
     }
 }

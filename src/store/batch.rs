@@ -34,12 +34,12 @@ use super::effects::{
 use super::inbox::{Claimed, Fence, Filed};
 use super::values::{run_values, Then, Val, Writes, MAX_PARAMS};
 use super::{in_list, placeholder, values_list, Backend};
-use crate::config::OutboxSettings;
+use crate::domain::event::MappedEvent;
 use crate::domain::money::{class, guard, plan_entries};
+use crate::domain::outbox::OutboxSettings;
 use crate::domain::{
     project, Change, EffectKey, Entry, Fact, OrderStatus, Totals, Transition, Update,
 };
-use crate::provider::mapping::MappedEvent;
 
 /// One claimed event as the processor hands it to the batch.
 pub enum Input<'a> {

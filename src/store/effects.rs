@@ -15,13 +15,13 @@ use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
 
 use super::inbox::{self, Claimed, Filed};
 use super::values::{run_values, Val};
-use crate::config::OutboxSettings;
+use crate::domain::event::MappedEvent;
 use crate::domain::money::{class, guard, plan_entries};
+use crate::domain::outbox::OutboxSettings;
 use crate::domain::{
     project, Change, EffectKey, Entry, EntryKind, Fact, OrderStatus, Projection, ResourceKind,
     Stamp, Totals, Transition, Update,
 };
-use crate::provider::mapping::MappedEvent;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EffectOutcome {

@@ -6,6 +6,10 @@ use sqlx::Row;
 
 use super::Db;
 
+/// How long an API Idempotency-Key is remembered (Stripe's 24 hours); retention prunes
+/// older ones.
+pub const KEY_HOURS: i64 = 24;
+
 /// What a request with a key meets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Begun {

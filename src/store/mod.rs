@@ -240,7 +240,7 @@ impl Db {
         let file = path.split('?').next().unwrap_or(path);
         if let Some(dir) = std::path::Path::new(file).parent() {
             if !dir.as_os_str().is_empty() && !dir.exists() {
-                crate::config::create_private_dir(dir)?;
+                crate::support::files::create_private_dir(dir)?;
             }
         }
         create_private_file(std::path::Path::new(file))?;

@@ -14,7 +14,16 @@ use sqlx::Row;
 use super::effects::{entry_row, fact_row, FACT_COLUMNS};
 use super::Db;
 use crate::domain::{Entry, Fact};
-use crate::verify::check::Stored;
+
+/// The `orders` row as stored (the status as text: an unknown one is drift too).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Stored {
+    pub status: String,
+    pub paid: i64,
+    pub refunded: i64,
+    pub disputed: i64,
+    pub attention: Vec<String>,
+}
 
 /// One ledger row with what the message check needs.
 #[derive(Clone, Debug)]

@@ -7,16 +7,7 @@ use serde::Serialize;
 
 use crate::domain::money::{ledger_totals, plan_entries};
 use crate::domain::{project, Entry, Fact, Totals};
-
-/// The `orders` row as stored (the status as text: an unknown one is drift too).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Stored {
-    pub status: String,
-    pub paid: i64,
-    pub refunded: i64,
-    pub disputed: i64,
-    pub attention: Vec<String>,
-}
+pub use crate::store::verify::Stored;
 
 /// What the facts give.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::config::Settings;
+use super::Scope;
 use crate::store::{now_ms, verify as records, Db};
 
 /// How often an instance looks whether a run is due.
@@ -26,22 +26,22 @@ pub async fn due_in(db: &Db, interval: Duration, now: i64) -> anyhow::Result<Dur
 }
 
 /// One check, recorded as `serve`'s.
-pub async fn run_once(db: &Db, settings: &Settings) -> anyhow::Result<super::Report> {
-    let options = super::Options::new(settings, now_ms());
+pub async fn run_once(db: &Db, scope: &Scope) -> anyhow::Result<super::Report> {
+    let options = super::Options::new(scope, now_ms());
     let report = super::run(db, &options).await?;
     records::record(db, &report.record("serve")).await?;
     Ok(report)
 }
 
 /// How often the job runs; `None` (off) when `verify.interval_minutes` is 0.
-pub fn interval(settings: &Settings) -> Option<Duration> {
-    let minutes = settings.verify.interval_minutes;
+pub fn interval(scope: &Scope) -> Option<Duration> {
+    let minutes = scope.interval_minutes;
     (minutes > 0).then(|| Duration::from_secs(minutes.saturating_mul(60)))
 }
 
 /// `None` when the job is off.
-pub fn spawn(db: Db, settings: Settings, shutdown: CancellationToken) -> Option<JoinHandle<()>> {
-    let interval = interval(&settings)?;
+pub fn spawn(db: Db, scope: Scope, shutdown: CancellationToken) -> Option<JoinHandle<()>> {
+    let interval = interval(&scope)?;
     Some(tokio::spawn(async move {
         loop {
             let wait = match due_in(&db, interval, now_ms()).await {
@@ -62,7 +62,7 @@ pub fn spawn(db: Db, settings: Settings, shutdown: CancellationToken) -> Option<
             }
             // The check only reads until it records: stopping in the middle loses nothing.
             let outcome = tokio::select! {
-                outcome = run_once(&db, &settings) => outcome,
+                outcome = run_once(&db, &scope) => outcome,
                 _ = shutdown.cancelled() => return,
             };
             match outcome {

@@ -14,9 +14,9 @@ pub mod job;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::{OutboxSettings, Settings};
+use crate::domain::outbox::OutboxSettings;
 use crate::domain::EntryKind;
 use crate::store::read::rfc3339;
 use crate::store::verify::{self as reads, RunRecord, SAMPLE};
@@ -41,11 +41,22 @@ pub struct Options<'a> {
     pub list_limit: usize,
 }
 
+/// What the check needs of the configuration (`Settings::verify_scope` builds it): where
+/// messages go, how long delivered ones are kept, how often `serve` checks.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    pub outbox: OutboxSettings,
+    /// `retention.outbox_days`.
+    pub outbox_days: i64,
+    /// `verify.interval_minutes`.
+    pub interval_minutes: u64,
+}
+
 impl<'a> Options<'a> {
-    pub fn new(settings: &'a Settings, now: i64) -> Options<'a> {
+    pub fn new(scope: &'a Scope, now: i64) -> Options<'a> {
         Options {
-            outbox: &settings.outbox,
-            messages_since: now - settings.retention.outbox_days * DAY_MS,
+            outbox: &scope.outbox,
+            messages_since: now - scope.outbox_days * DAY_MS,
             page_size: PAGE_SIZE,
             list_limit: LIST_LIMIT,
         }
@@ -265,4 +276,12 @@ fn attention_note(attention: &[String]) -> String {
     } else {
         format!("; attention: {}", attention.join("; "))
     }
+}
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySettings {
+    /// `serve` runs the check of `oncehook verify` this often, in minutes, and keeps the
+    /// result for the overview and `/metrics`; 0 turns it off. With several instances on
+    /// one database the newest recorded run counts for all of them.
+    pub interval_minutes: u64,
 }

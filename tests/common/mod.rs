@@ -459,12 +459,12 @@ impl TestApp {
 
     /// The dashboard's backend over this app's database, as the server builds it.
     pub fn backend(&self) -> oncehook::http::admin::StoreBackend {
-        oncehook::http::admin::StoreBackend::new(
-            self.db.clone(),
-            Arc::new(Providers::build(&self.settings.providers).unwrap()),
+        let providers = Arc::new(Providers::build(&self.settings.providers).unwrap());
+        let view = oncehook::config::view::settings_view(&self.settings, &providers).unwrap();
+        oncehook::http::admin::StoreBackend::new(self.db.clone(), providers).with_settings(
+            view,
+            self.settings.commands.confirm_within_secs as i64 * 1000,
         )
-        .with_settings(&self.settings)
-        .unwrap()
     }
 
     pub fn processor(&self) -> Processor {

@@ -21,8 +21,8 @@ use app::backend::{
 use app::backend::{ApiTokensPage, RevealedToken, SettingsView};
 use app::error::AppError;
 
-use crate::config::Providers;
 use crate::pipeline::redrive;
+use crate::provider::settings::Providers;
 use crate::store::dead_letters::{self, Actor, DeadLetterFilter};
 use crate::store::read::{list_events, EventFilter};
 use crate::store::users::{self, AuditEntry};
@@ -148,14 +148,12 @@ impl StoreBackend {
         })
     }
 
-    /// With the Settings page's view of `settings`.
-    pub fn with_settings(mut self, settings: &crate::config::Settings) -> anyhow::Result<Self> {
-        self.settings = Arc::new(crate::config::view::settings_view(
-            settings,
-            &self.providers,
-        )?);
-        self.confirm_within_ms = settings.commands.confirm_within_secs as i64 * 1000;
-        Ok(self)
+    /// With the Settings page's view of the configuration (`config::view` builds it) and
+    /// `commands.confirm_within_secs` in ms.
+    pub fn with_settings(mut self, view: SettingsView, confirm_within_ms: i64) -> Self {
+        self.settings = Arc::new(view);
+        self.confirm_within_ms = confirm_within_ms;
+        self
     }
 }
 

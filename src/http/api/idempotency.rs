@@ -13,11 +13,9 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use super::ApiError;
-use crate::store::idempotency::{self, Begun};
+use crate::store::idempotency::{self, Begun, KEY_HOURS};
 use crate::store::{now_ms, Db};
 
-/// How long a key is remembered.
-pub const KEY_HOURS: i64 = 24;
 /// Stripe's limit.
 const MAX_KEY_CHARS: usize = 255;
 /// The largest body a POST of this API takes (the router refuses bigger ones anyway).

@@ -12,7 +12,7 @@ mod handlers;
 mod idempotency;
 mod input;
 mod reconcile;
-pub use idempotency::KEY_HOURS as IDEMPOTENCY_KEY_HOURS;
+pub use crate::store::idempotency::KEY_HOURS as IDEMPOTENCY_KEY_HOURS;
 mod refunds;
 
 use std::sync::Arc;

@@ -371,9 +371,9 @@ pub fn keep_one_time_password(
     data_dir: &std::path::Path,
     password: &str,
 ) -> anyhow::Result<std::path::PathBuf> {
-    crate::config::create_private_dir(data_dir)?;
+    crate::support::files::create_private_dir(data_dir)?;
     let path = data_dir.join(ONE_TIME_PASSWORD_FILE);
-    crate::config::write_private_file(&path, format!("{password}\n").as_bytes())?;
+    crate::support::files::write_private_file(&path, format!("{password}\n").as_bytes())?;
     Ok(path)
 }
 

@@ -4,6 +4,7 @@
 //! mark means a second send with the SAME key, which the receiving side drops.
 
 mod commands;
+pub mod settings;
 pub mod sinks;
 
 use std::sync::Arc;
@@ -15,10 +16,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn, Instrument};
 
-use crate::config::RelaySettings;
-use crate::domain::failure::{classify_db_error, ErrorClass, Failure};
+use crate::domain::failure::{ErrorClass, Failure};
+use crate::domain::outbox::RelaySettings;
 use crate::domain::retry::Next;
 use crate::pipeline::alerts::{Alerter, DeadLetterAlert};
+use crate::store::health::classify_db_error;
 use crate::store::now_ms;
 use crate::store::outbox::{self, AttemptRecord, OutboxItem};
 use crate::store::Db;

@@ -12,9 +12,10 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use tokio::sync::{Mutex, Semaphore};
 use tracing::info;
 
-use crate::config::{SinkKind, SinkSettings};
 use crate::domain::failure::{classify_http_status, ErrorClass, Failure};
 use crate::domain::retry::parse_retry_after;
+use crate::pipeline::relay::settings::SinkKind;
+use crate::pipeline::relay::settings::SinkSettings;
 use crate::provider::signature::standard_webhooks;
 use crate::store::now_ms;
 use crate::store::outbox::OutboxItem;
@@ -363,7 +364,7 @@ impl Sinks {
     /// (refunds) go.
     pub fn with_providers(
         self,
-        providers: &[crate::config::ProviderSettings],
+        providers: &[crate::provider::settings::ProviderSettings],
     ) -> anyhow::Result<Sinks> {
         let mut map = (*self.0).clone();
         for p in providers.iter().filter(|p| p.api.key.is_some()) {
@@ -391,7 +392,8 @@ impl Sinks {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{SinkKind, SinkSettings};
+    use crate::pipeline::relay::settings::SinkKind;
+    use crate::pipeline::relay::settings::SinkSettings;
 
     #[test]
     fn smtp_credentials_over_plain_text_are_refused() {

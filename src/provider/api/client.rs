@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 use super::error::ApiError;
 use super::objects::{CreateRefund, Dispute, Event, HasId, List, PaymentIntent, Refund};
 use super::MAX_PAGE;
-use crate::config::ProviderApiSettings;
 use crate::domain::retry::{parse_retry_after, Next, RetryPolicy};
+use crate::provider::settings::ProviderApiSettings;
 
 /// A client of one provider's API. Cheap to clone; clones share the rate limit.
 #[derive(Clone)]
@@ -28,8 +28,8 @@ pub struct ApiClient {
 impl std::fmt::Debug for ApiClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiClient")
-            .field("base", &crate::config::redact_url(&self.base))
-            .field("key", &crate::config::REDACTED)
+            .field("base", &crate::support::redact::redact_url(&self.base))
+            .field("key", &crate::support::redact::REDACTED)
             .field("timeout_ms", &self.timeout_ms)
             .finish()
     }
@@ -92,7 +92,7 @@ fn checked_id(id: &str) -> Result<&str, ApiError> {
 pub const MAX_ANSWER_BYTES: usize = 8 << 20;
 
 /// Stripe refuses longer keys.
-pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+pub const MAX_IDEMPOTENCY_KEY: usize = crate::domain::commands::MAX_KEY_CHARS;
 
 impl ApiClient {
     pub fn new(settings: &ProviderApiSettings) -> anyhow::Result<ApiClient> {
