@@ -44,8 +44,8 @@ pub enum Scheme {
 }
 
 /// A Stripe-compatible provider in the box: payments with real lives, signed webhooks with
-/// real faults, a Stripe-shaped API, and the truth at the end (see README, "Simulator and
-/// demo").
+/// real faults, a Stripe-shaped API, and the truth at the end (see the book,
+/// docs/src/simulator.md).
 #[derive(Args, Debug, Clone)]
 pub struct SimulateArgs {
     /// Webhook URL to send events to, e.g. http://127.0.0.1:8080/webhooks/stripe. Without

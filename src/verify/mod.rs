@@ -74,7 +74,7 @@ pub struct MissingMessage {
     pub topic: &'static str,
 }
 
-/// What one run found. Its JSON (`oncehook verify --json`) is documented in README.
+/// What one run found. Its JSON (`oncehook verify --json`) is documented in docs/src/guides/on-call/verify.md.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub started_at: String,

@@ -66,7 +66,7 @@ pub struct SignatureSpec {
     pub prefix: Option<String>,
 }
 
-/// The built-in providers, as looked up in their documentation (README: "Providers").
+/// The built-in providers, as looked up in their documentation (docs/src/providers/).
 pub fn preset(name: &str) -> Option<SignatureSpec> {
     let spec = |source: &str, algorithm, signed: &str| SignatureSpec {
         source: source.into(),
