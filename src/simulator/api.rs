@@ -63,6 +63,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/refunds/{id}", get(get_refund))
         .route("/v1/disputes", get(list_disputes))
         .route("/v1/disputes/{id}", get(get_dispute))
+        .route("/v1/payments/{id}", get(get_mp_payment))
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -398,6 +399,22 @@ async fn get_charge(
         }
     }
     Json(charge).into_response()
+}
+
+/// Mercado Pago's `GET /v1/payments/{id}`: the payment as it is now, or its 404.
+async fn get_mp_payment(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    match shared.db.object(&id).await {
+        Ok(Some((kind, body))) if kind == super::mercadopago::KIND => Json(body).into_response(),
+        Ok(_) => (
+            StatusCode::NOT_FOUND,
+            Json(
+                json!({"message": "Payment not found", "error": "not_found", "status": 404,
+                "cause": [{"code": 2000, "description": "Payment not found", "data": null}]}),
+            ),
+        )
+            .into_response(),
+        Err(e) => internal(e),
+    }
 }
 
 async fn get_refund(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {

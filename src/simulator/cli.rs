@@ -64,6 +64,10 @@ pub struct SimulateArgs {
     /// How webhooks are signed and shaped.
     #[arg(long, value_enum, default_value = "stripe")]
     pub scheme: Scheme,
+    /// The provider played: Stripe, or Mercado Pago (its payments, thin notifications
+    /// signed with `x-signature`, and `GET /v1/payments/{id}`; --scheme is then ignored).
+    #[arg(long, value_enum, default_value = "stripe")]
+    pub provider: super::Provider,
     /// Where the Stripe-compatible API listens (set the provider's `api_base` to it).
     #[arg(long, default_value = "127.0.0.1:12111")]
     pub api_listen: SocketAddr,
@@ -140,9 +144,10 @@ impl SimulateArgs {
                     .secret
                     .clone()
                     .ok_or_else(|| anyhow::anyhow!("--target needs --secret"))?;
-                let scheme = match self.scheme {
-                    Scheme::Stripe => SchemeKind::Stripe,
-                    Scheme::StandardWebhooks => SchemeKind::StandardWebhooks,
+                let scheme = match (self.provider, self.scheme) {
+                    (super::Provider::MercadoPago, _) => SchemeKind::MercadoPago,
+                    (_, Scheme::Stripe) => SchemeKind::Stripe,
+                    (_, Scheme::StandardWebhooks) => SchemeKind::StandardWebhooks,
                 };
                 // The same rules as a provider's secrets in oncehook's config.
                 crate::signature::Verifier::new(scheme, std::slice::from_ref(&secret), 300)
@@ -164,6 +169,7 @@ impl SimulateArgs {
             database: self.database.clone(),
             api_key: self.api_key.clone().unwrap_or_else(generated_key),
             target,
+            provider: self.provider,
         })
     }
 }

@@ -190,6 +190,7 @@ pub async fn start(prepared: Prepared, webhook_url: String) -> anyhow::Result<()
             scheme: SchemeKind::Stripe,
             secret: prepared.secret,
         }),
+        provider: super::Provider::Stripe,
     })
     .await?;
     tokio::spawn(super::serve_api(
