@@ -872,12 +872,30 @@ pub fn mercadopago_default() -> Mapping {
         currency_default: Some("BRL".into()),
         local_offset: None,
     };
+    // A refund listed in a fetched payment (`mercadopago_views`): its own fact, in its
+    // payment's refund group.
+    let refund = EventRule {
+        transition: Refund.into(),
+        order_id: ptrs(&["/external_reference"]),
+        external_ref: ptrs(&["/id"]),
+        parent_ref: ptrs(&["/payment_id"]),
+        lookup_ref: ptrs(&["/payment_id"]),
+        amount: ptrs(&["/amount"]),
+        currency: ptrs(&["/currency_id"]),
+        occurred_at: ptrs(&["/date_created"]),
+        sequence: vec![],
+        ignore_without_ref: false,
+        amount_unit: AmountUnit::Major,
+        currency_default: Some("BRL".into()),
+        local_offset: None,
+    };
     Mapping {
         event_id: ptrs(&["/id"]),
-        event_type: ptrs(&["/status", "/action", "/type"]),
+        event_type: ptrs(&["/oncehook_view", "/status", "/action", "/type"]),
         api_version: ptrs(&["/api_version"]),
         min_api_version: None,
         events: BTreeMap::from([
+            ("refund".into(), refund),
             ("authorized".into(), r(Authorize, "/transaction_amount")),
             ("approved".into(), r(Pay, "/transaction_amount")),
             ("rejected".into(), r(Fail, "/transaction_amount")),
@@ -899,7 +917,7 @@ pub fn mercadopago_default() -> Mapping {
 /// carries). A notification that reaches oncehook only after a later change still brings
 /// every fact, and one fact announced by several notifications is one effect (its key
 /// names the fact, not the notification). Empty for a payment whose status says it all.
-pub fn mercadopago_views(payment: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
+pub fn mercadopago_views(payment: &[u8]) -> Vec<(String, Vec<u8>)> {
     let Ok(Value::Object(p)) = serde_json::from_slice::<Value>(payment) else {
         return vec![];
     };
@@ -918,13 +936,39 @@ pub fn mercadopago_views(payment: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
             paid.insert("transaction_amount_refunded".into(), 0.into());
             paid.insert("refunds".into(), Value::Array(vec![]));
             paid.insert("date_last_updated".into(), approved_at);
-            views.push(("paid", Value::Object(paid).to_string().into_bytes()));
+            views.push(("paid".into(), Value::Object(paid).to_string().into_bytes()));
         }
     }
     if refunded > 0.0 && status != "refunded" {
         let mut refunds = p.clone();
         refunds.insert("status".into(), "refunded".into());
-        views.push(("refunds", Value::Object(refunds).to_string().into_bytes()));
+        views.push((
+            "refunds".into(),
+            Value::Object(refunds).to_string().into_bytes(),
+        ));
+    }
+    // Each approved refund, a fact of its own (its id is what a refund command made through
+    // the API is confirmed by); the running total then adds only what no listed refund
+    // accounts for.
+    for r in p
+        .get("refunds")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if r.get("status").and_then(Value::as_str) != Some("approved") {
+            continue;
+        }
+        let mut refund = r.clone();
+        refund["oncehook_view"] = "refund".into();
+        refund["payment_id"] = p.get("id").cloned().unwrap_or_default();
+        refund["external_reference"] = p.get("external_reference").cloned().unwrap_or_default();
+        refund["currency_id"] = p.get("currency_id").cloned().unwrap_or_default();
+        let id = match &r["id"] {
+            Value::String(id) => id.clone(),
+            other => other.to_string(),
+        };
+        views.push((format!("refund:{id}"), refund.to_string().into_bytes()));
     }
     views
 }

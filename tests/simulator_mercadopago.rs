@@ -227,7 +227,257 @@ async fn a_seeded_mercado_pago_chaos_run_ends_equal_to_the_truth(kind: Kind) {
     assert!(truth.complete_orders > truth.orders.len() * 9 / 10);
 }
 
+/// The simulator's client, as oncehook's relay uses it.
+fn mp_client(api_port: u16) -> oncehook::provider_api::ApiClient {
+    let mut api = oncehook::config::ProviderApiSettings {
+        base: format!("http://127.0.0.1:{api_port}"),
+        key: Some(MP_TOKEN.into()),
+        rate_per_sec: 1_000.0,
+        ..Default::default()
+    };
+    api.retry.max_attempts = 1;
+    oncehook::provider_api::ApiClient::new(&api)
+        .unwrap()
+        .for_mercadopago()
+}
+
+async fn mp_payment(api_port: u16, id: &str) -> serde_json::Value {
+    reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{api_port}/v1/payments/{id}"))
+        .bearer_auth(MP_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn order_money(app: &TestApp, order: &str) -> (String, i64, i64) {
+    let r =
+        sqlx::query("SELECT status, amount_paid, amount_refunded FROM orders WHERE order_id = $1")
+            .bind(order)
+            .fetch_one(app.db.reader())
+            .await
+            .unwrap();
+    (r.get(0), r.get(1), r.get(2))
+}
+
+/// The commands' states once the first `n` are confirmed (bounded wait).
+async fn confirmed(app: &TestApp, n: usize) -> Vec<String> {
+    let mut states = vec![];
+    for _ in 0..200 {
+        states = sqlx::query_scalar::<_, String>("SELECT state FROM provider_commands ORDER BY id")
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap();
+        if states.len() >= n && states[..n].iter().all(|s| s == "confirmed") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    states
+}
+
+/// Refunds through Mercado Pago's API: an operator's partial then full refund of a paid
+/// order go out through the relay as `POST /v1/payments/{id}/refunds` under the command's
+/// `X-Idempotency-Key`, the simulator makes each once, and its notification brings the
+/// refund back into the order (BRL centavos); the same key again replays the same refund
+/// (a lost answer retried makes one refund), and more than is left is refused.
+async fn refunds_go_to_mercado_pagos_api_once(kind: Kind) {
+    use app::backend::{AdminBackend, Operator, RefundRequest, Role};
+    let api_port = free_port();
+    let app = TestApp::spawn_with(kind, |s| {
+        s.outbox.relay.poll_interval_ms = 50;
+        s.processor.retry.base_ms = 20;
+        s.processor.retry.cap_ms = 200;
+        let mut mp = ProviderSettings {
+            name: "mercadopago".into(),
+            scheme: SchemeKind::MercadoPago,
+            secrets: vec![MP_SECRET.into()],
+            tolerance_secs: 300,
+            mapping: None,
+            events: Default::default(),
+            api: Default::default(),
+            signature: None,
+        };
+        mp.api.base = format!("http://127.0.0.1:{api_port}");
+        mp.api.key = Some(MP_TOKEN.into());
+        mp.api.rate_per_sec = 1_000.0;
+        mp.api.retry.base_ms = 10;
+        mp.api.retry.cap_ms = 100;
+        s.providers.push(mp);
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let truth_file = dir.path().join("truth.json");
+    let mut sim = tokio::process::Command::new(env!("CARGO_BIN_EXE_oncehook"))
+        .args(["simulate", "--provider", "mercadopago", "--keep-serving"])
+        .args(["--api-listen", &format!("127.0.0.1:{api_port}")])
+        .args(["--api-key", MP_TOKEN, "--duration", "2", "--orders", "40"])
+        .args(["--seed", "45"])
+        .arg("--target")
+        .arg(format!("{}/webhooks/mercadopago", app.url))
+        .arg("--truth")
+        .arg(&truth_file)
+        .env("ONCEHOOK_SIMULATE_SECRET", MP_SECRET)
+        .env_remove("ONCEHOOK_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..600 {
+        if std::fs::metadata(&truth_file).is_ok_and(|m| m.len() > 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let truth: Truth = serde_json::from_slice(&std::fs::read(&truth_file).unwrap()).unwrap();
+    drained(&app).await;
+    let order = truth
+        .orders
+        .iter()
+        .find(|o| {
+            o.status == "paid" && o.payments.iter().filter(|p| p.amount_received > 0).count() == 1
+        })
+        .expect("a paid order");
+    let payment = order
+        .payments
+        .iter()
+        .find(|p| p.amount_received > 0)
+        .unwrap();
+    assert_eq!(
+        order_money(&app, &order.order_id).await,
+        ("paid".into(), order.paid, 0)
+    );
+
+    let operator = app.acting::<Operator>("olga", Role::Operator).await;
+    let ask = |amount: Option<i64>| {
+        let (backend, operator, order_id) =
+            (app.backend(), operator.clone(), order.order_id.clone());
+        async move {
+            backend
+                .request_refund(
+                    &operator,
+                    &order_id,
+                    RefundRequest {
+                        amount,
+                        reason: "devolução".into(),
+                    },
+                )
+                .await
+        }
+    };
+    let wait_refunded = |want: i64| {
+        let app = &app;
+        let order_id = order.order_id.clone();
+        async move {
+            for _ in 0..200 {
+                if order_money(app, &order_id).await.2 == want {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let ledger: Vec<(String, String, i64, i64)> = sqlx::query_as(
+                "SELECT entry, external_ref, amount, counted FROM order_ledger WHERE order_id = $1",
+            )
+            .bind(&order_id)
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap();
+            let facts: Vec<(String, String, String, Option<i64>)> = sqlx::query_as(
+                "SELECT kind, resource_id, state, amount FROM order_facts WHERE order_id = $1",
+            )
+            .bind(&order_id)
+            .fetch_all(app.db.reader())
+            .await
+            .unwrap();
+            panic!(
+                "{order_id}: refunded never reached {want}: {:?}\nledger {ledger:?}\nfacts {facts:?}",
+                order_money(app, &order_id).await
+            );
+        }
+    };
+    // A partial refund of 12,34 reais, then the rest.
+    ask(Some(1_234)).await.unwrap();
+    wait_refunded(1_234).await;
+    let p = mp_payment(api_port, &payment.id).await;
+    assert_eq!(p["refunds"].as_array().unwrap().len(), 1, "{p}");
+    assert_eq!(p["transaction_amount_refunded"], serde_json::json!(12.34));
+    assert_eq!(p["status_detail"], "partially_refunded");
+    // Confirmed by its refund's own id, listed in the fetched payment; until then oncehook
+    // holds the command's amount back from what is left.
+    assert_eq!(confirmed(&app, 1).await, ["confirmed"]);
+    let second = ask(None).await.unwrap();
+    assert_eq!(second.amount, order.paid - 1_234, "the rest");
+    wait_refunded(order.paid).await;
+    assert_eq!(
+        order_money(&app, &order.order_id).await,
+        ("refunded".into(), order.paid, order.paid)
+    );
+    let p = mp_payment(api_port, &payment.id).await;
+    assert_eq!(p["status"], "refunded");
+    assert_eq!(
+        p["refunds"].as_array().unwrap().len(),
+        2,
+        "one refund per command: {p}"
+    );
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT o.idempotency_key FROM provider_commands c JOIN outbox o ON o.id = c.outbox_id ORDER BY c.id",
+    )
+    .fetch_all(app.db.reader())
+    .await
+    .unwrap();
+    assert_eq!(keys.len(), 2);
+    assert_eq!(confirmed(&app, 2).await, ["confirmed", "confirmed"]);
+    // The relay's retry of the first command, as after a lost answer: the same refund.
+    let client = mp_client(api_port);
+    let replay = client
+        .mercadopago_refund_once(&payment.id, Some(1_234), &keys[0])
+        .await
+        .unwrap();
+    assert_eq!(replay["id"], p["refunds"][0]["id"]);
+    assert_eq!(
+        mp_payment(api_port, &payment.id).await["refunds"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // Another paid order: more than is left is refused, permanently, and makes nothing.
+    let other = truth
+        .orders
+        .iter()
+        .find(|o| {
+            o.order_id != order.order_id
+                && o.status == "paid"
+                && o.payments.iter().filter(|p| p.amount_received > 0).count() == 1
+        })
+        .expect("a second paid order");
+    let other_payment = other
+        .payments
+        .iter()
+        .find(|p| p.amount_received > 0)
+        .unwrap();
+    let (refused, _) = client
+        .mercadopago_refund_once(&other_payment.id, Some(other.paid + 1), "key-too-much")
+        .await
+        .unwrap_err();
+    assert_eq!(refused.status(), Some(400), "{refused}");
+    assert!(!refused.is_transient());
+    assert!(mp_payment(api_port, &other_payment.id).await["refunds"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    sim.kill().await.unwrap();
+    app.shutdown().await;
+}
+
 both!(
     a_mercado_pago_run_ends_equal_to_the_truth,
-    a_seeded_mercado_pago_chaos_run_ends_equal_to_the_truth
+    a_seeded_mercado_pago_chaos_run_ends_equal_to_the_truth,
+    refunds_go_to_mercado_pagos_api_once
 );

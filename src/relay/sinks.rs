@@ -368,8 +368,16 @@ impl Sinks {
         let mut map = (*self.0).clone();
         for p in providers.iter().filter(|p| p.api.key.is_some()) {
             let name = crate::commands::sink_for(&p.name);
-            let client = crate::provider_api::ApiClient::new(&p.api)
-                .map_err(|e| anyhow::anyhow!("provider {}: {e}", p.name))?;
+            let client = if p.scheme == crate::signature::SchemeKind::MercadoPago {
+                let mut api = p.api.clone();
+                if api.base == crate::config::ProviderApiSettings::default().base {
+                    api.base = crate::config::MERCADOPAGO_API_BASE.into();
+                }
+                crate::provider_api::ApiClient::new(&api).map(|c| c.for_mercadopago())
+            } else {
+                crate::provider_api::ApiClient::new(&p.api)
+            }
+            .map_err(|e| anyhow::anyhow!("provider {}: {e}", p.name))?;
             map.insert(
                 name.clone(),
                 Arc::new(Sink {

@@ -360,6 +360,59 @@ fn apply_step(
     }
 }
 
+/// `POST /v1/payments/{id}/refunds`: a refund of `amount` centavos (all that is left when
+/// `None`) of an approved payment, announced like any other change; a refusal is the
+/// status and Mercado Pago-shaped error body.
+pub fn create_refund(
+    engine: &mut Engine,
+    payment_id: &str,
+    amount: Option<i64>,
+    at: i64,
+) -> Result<(Value, Vec<NewEvent>), (u16, Value)> {
+    let refuse = |status: u16, error: &str, message: String| {
+        (
+            status,
+            json!({"message": message, "error": error, "status": status, "cause": []}),
+        )
+    };
+    let Some(mut p) = engine
+        .objects
+        .get(payment_id)
+        .filter(|p| p.get("transaction_amount").is_some())
+        .cloned()
+    else {
+        return Err(refuse(404, "not_found", "Payment not found".into()));
+    };
+    if p["status"] != "approved" {
+        return Err(refuse(
+            400,
+            "bad_request",
+            format!(
+                "Payment {payment_id} cannot be refunded: its status is {}",
+                p["status"]
+            ),
+        ));
+    }
+    let left = unrefunded(&p);
+    let amount = amount.unwrap_or(left);
+    if amount <= 0 || amount > left {
+        return Err(refuse(
+            400,
+            "bad_request",
+            format!(
+                "Invalid refund amount {}: {} is left to refund",
+                major(amount),
+                major(left)
+            ),
+        ));
+    }
+    let order_id = engine.order_of.get(payment_id).cloned().unwrap_or_default();
+    let refund = refund(engine, &mut p, amount, at);
+    engine.put(&order_id, p.clone());
+    let event = notification(engine, &order_id, "payment.updated", &p, at);
+    Ok((refund, vec![event]))
+}
+
 fn planned_amount(engine: &Engine, pi: &str) -> i64 {
     engine.mp.amount_of.get(pi).copied().unwrap_or(0)
 }
@@ -430,6 +483,7 @@ pub async fn orders(db: &SimDb) -> anyhow::Result<Vec<OrderTruth>> {
         for r in p["refunds"].as_array().into_iter().flatten() {
             let amount = minor(&r["amount"]);
             o.refunded += amount;
+            o.facts.push(fact("refund", &r["id"].to_string(), "refund"));
             o.refunds.push(ChildTruth {
                 id: r["id"].to_string(),
                 payment_intent: id.clone(),
@@ -534,6 +588,35 @@ mod tests {
                 format!("data.id={id}&type=payment")
             );
         }
+        let approved = engine
+            .objects
+            .values()
+            .find(|p| p["status"] == "approved" && p["transaction_amount_refunded"] == 0)
+            .map(|p| (p["id"].to_string(), minor(&p["transaction_amount"])))
+            .unwrap();
+        let (id, amount) = approved;
+        let too_much = create_refund(&mut engine, &id, Some(amount + 1), 1_770_000_000);
+        assert_eq!(too_much.unwrap_err().0, 400, "more than is left is refused");
+        let (partial, events) = create_refund(&mut engine, &id, Some(50), 1_770_000_000).unwrap();
+        assert_eq!((partial["amount"].clone(), events.len()), (json!(0.5), 1));
+        let (_, _) = create_refund(&mut engine, &id, None, 1_770_000_001).unwrap();
+        assert_eq!(engine.objects[&id]["status"], "refunded");
+        assert_eq!(
+            minor(&engine.objects[&id]["transaction_amount_refunded"]),
+            amount
+        );
+        assert_eq!(
+            create_refund(&mut engine, &id, None, 1_770_000_002)
+                .unwrap_err()
+                .0,
+            400
+        );
+        assert_eq!(
+            create_refund(&mut engine, "1", None, 1_770_000_002)
+                .unwrap_err()
+                .0,
+            404
+        );
         for p in engine.objects.values() {
             assert!(minor(&p["transaction_amount_refunded"]) <= minor(&p["transaction_amount"]));
             assert_eq!(p["currency_id"], "BRL");
