@@ -472,6 +472,14 @@ async fn refunds_go_to_mercado_pagos_api_once(kind: Kind) {
         .as_array()
         .unwrap()
         .is_empty());
+    // Mercado Pago's API only: its notifications are no Stripe events list.
+    let stripe_events = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{api_port}/v1/events"))
+        .bearer_auth(MP_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stripe_events.status(), 404);
     sim.kill().await.unwrap();
     app.shutdown().await;
 }

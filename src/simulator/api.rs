@@ -53,21 +53,27 @@ impl Default for ApiFaults {
 pub const EVENT_DAYS: i64 = 30;
 const MAX_KEY_CHARS: usize = 255;
 
+/// The API of the provider the simulator plays: Stripe's, or Mercado Pago's payments (its
+/// log of notifications is not Stripe's events list, so it is not served as one).
 pub fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
-        .route("/v1/events", get(list_events))
-        .route("/v1/events/{id}", get(get_event))
-        .route("/v1/payment_intents/{id}", get(get_payment_intent))
-        .route("/v1/charges/{id}", get(get_charge))
-        .route("/v1/refunds", get(list_refunds).post(create_refund))
-        .route("/v1/refunds/{id}", get(get_refund))
-        .route("/v1/disputes", get(list_disputes))
-        .route("/v1/disputes/{id}", get(get_dispute))
-        .route("/v1/payments/{id}", get(get_mp_payment))
-        .route(
-            "/v1/payments/{id}/refunds",
-            axum::routing::post(create_mp_refund),
-        )
+    let routes = match shared.provider {
+        super::Provider::Stripe => Router::new()
+            .route("/v1/events", get(list_events))
+            .route("/v1/events/{id}", get(get_event))
+            .route("/v1/payment_intents/{id}", get(get_payment_intent))
+            .route("/v1/charges/{id}", get(get_charge))
+            .route("/v1/refunds", get(list_refunds).post(create_refund))
+            .route("/v1/refunds/{id}", get(get_refund))
+            .route("/v1/disputes", get(list_disputes))
+            .route("/v1/disputes/{id}", get(get_dispute)),
+        super::Provider::MercadoPago => Router::new()
+            .route("/v1/payments/{id}", get(get_mp_payment))
+            .route(
+                "/v1/payments/{id}/refunds",
+                axum::routing::post(create_mp_refund),
+            ),
+    };
+    routes
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
