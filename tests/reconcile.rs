@@ -64,6 +64,7 @@ async fn simulate(
             scheme: SchemeKind::Stripe,
             secret: STRIPE_SECRET.into(),
         }),
+        provider: Default::default(),
     })
     .await
     .unwrap();

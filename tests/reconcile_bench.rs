@@ -59,6 +59,7 @@ async fn reconcile_bench() {
         database: "sqlite::memory:".into(),
         api_key: KEY.into(),
         target: None,
+        provider: Default::default(),
     })
     .await
     .unwrap();

@@ -152,6 +152,7 @@ async fn simulation(orders: usize) -> Arc<Simulation> {
         database: "sqlite::memory:".into(),
         api_key: KEY.into(),
         target: None,
+        provider: Default::default(),
     })
     .await
     .unwrap();

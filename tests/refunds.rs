@@ -221,6 +221,7 @@ async fn world(kind: Kind, tweak: impl FnOnce(&mut Settings)) -> World {
             scheme: SchemeKind::Stripe,
             secret: STRIPE_SECRET.into(),
         }),
+        provider: Default::default(),
     })
     .await
     .unwrap();

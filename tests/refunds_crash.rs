@@ -126,6 +126,7 @@ async fn killed_between_send_and_mark_the_restart_sends_the_same_key_and_refunds
                 scheme: SchemeKind::Stripe,
                 secret: SIM_SECRET.into(),
             }),
+            provider: Default::default(),
         })
         .await
         .unwrap(),

@@ -42,6 +42,7 @@ async fn start(orders: usize, api: ApiFaults, target: Option<Target>) -> Running
         database: "sqlite::memory:".into(),
         api_key: KEY.into(),
         target,
+        provider: Default::default(),
     })
     .await
     .unwrap();

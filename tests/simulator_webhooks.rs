@@ -32,6 +32,7 @@ fn options(orders: usize, seed: u64, target: Option<Target>, delivery: Delivery)
         database: "sqlite::memory:".into(),
         api_key: "sk_test_x".into(),
         target,
+        provider: Default::default(),
     }
 }
 

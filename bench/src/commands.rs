@@ -84,6 +84,7 @@ pub async fn refunds_throughput(
             scheme: SchemeKind::Stripe,
             secret: secret.into(),
         }),
+        provider: Default::default(),
     })
     .await?;
     tokio::spawn(oncehook::simulator::serve_api(

@@ -50,6 +50,10 @@ pub enum Command {
         /// some of every fault to this server's own `stripe` webhook (demo data).
         #[arg(long)]
         demo: bool,
+        /// The provider the demo plays: Stripe, or Mercado Pago (its payments, thin
+        /// notifications to this server's own `mercadopago` webhook, and its payments API).
+        #[arg(long, value_enum, default_value = "stripe", requires = "demo")]
+        provider: crate::simulator::Provider,
     },
     /// Create or upgrade the database schema.
     Migrate,
@@ -236,8 +240,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Serve {
         listen: None,
         demo: false,
+        provider: crate::simulator::Provider::Stripe,
     }) {
-        Command::Serve { listen, demo } => {
+        Command::Serve {
+            listen,
+            demo,
+            provider,
+        } => {
             let stop = crate::server::StopSignal::install()?;
             let mut settings = cli.common.settings(listen)?;
             settings.demo = demo;
@@ -246,7 +255,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let dev_secret = settings.ensure_dev_provider()?;
             let demo = match demo {
-                true => Some(crate::simulator::demo::prepare(&mut settings).await?),
+                true => Some(crate::simulator::demo::prepare(&mut settings, provider).await?),
                 false => None,
             };
             let server = crate::server::start(settings.clone()).await?;
@@ -279,11 +288,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             println!("  database:  {}", redact_url(&settings.database_url));
             if let Some(demo) = demo {
+                let (shown, webhook) = match provider {
+                    crate::simulator::Provider::Stripe => ("Stripe", "stripe"),
+                    crate::simulator::Provider::MercadoPago => ("Mercado Pago", "mercadopago"),
+                };
                 println!(
-                    "  demo:      simulated Stripe traffic to {url}/webhooks/stripe; its API at {} (the provider's api_base)",
+                    "  demo:      simulated {shown} traffic to {url}/webhooks/{webhook}; its API at {} (the provider's api_base)",
                     demo.api_url
                 );
-                crate::simulator::demo::start(demo, format!("{url}/webhooks/stripe")).await?;
+                crate::simulator::demo::start(demo, format!("{url}/webhooks/{webhook}")).await?;
             }
             let passwords = crate::http::auth::password::Passwords::new(1).await?;
             if let Some(password) =

@@ -64,6 +64,10 @@ pub struct SimulateArgs {
     /// How webhooks are signed and shaped.
     #[arg(long, value_enum, default_value = "stripe")]
     pub scheme: Scheme,
+    /// The provider played: Stripe, or Mercado Pago (its payments, thin notifications
+    /// signed with `x-signature`, and `GET /v1/payments/{id}`; --scheme is then ignored).
+    #[arg(long, value_enum, default_value = "stripe")]
+    pub provider: crate::simulator::Provider,
     /// Where the Stripe-compatible API listens (set the provider's `api_base` to it).
     #[arg(long, default_value = "127.0.0.1:12111")]
     pub api_listen: SocketAddr,
@@ -140,9 +144,10 @@ impl SimulateArgs {
                     .secret
                     .clone()
                     .ok_or_else(|| anyhow::anyhow!("--target needs --secret"))?;
-                let scheme = match self.scheme {
-                    Scheme::Stripe => SchemeKind::Stripe,
-                    Scheme::StandardWebhooks => SchemeKind::StandardWebhooks,
+                let scheme = match (self.provider, self.scheme) {
+                    (crate::simulator::Provider::MercadoPago, _) => SchemeKind::MercadoPago,
+                    (_, Scheme::Stripe) => SchemeKind::Stripe,
+                    (_, Scheme::StandardWebhooks) => SchemeKind::StandardWebhooks,
                 };
                 // The same rules as a provider's secrets in oncehook's config.
                 crate::provider::signature::Verifier::new(
@@ -171,6 +176,7 @@ impl SimulateArgs {
                 .clone()
                 .unwrap_or_else(crate::simulator::generated_key),
             target,
+            provider: self.provider,
         })
     }
 }

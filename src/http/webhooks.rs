@@ -255,6 +255,34 @@ async fn receive_inner(
         },
     };
     let receipt_api_version = envelope.api_version;
+    // A fetched payment holding more facts than its status (approved, then refunded) has
+    // each stored as its own event, committed before the notification's own: a failure
+    // answers 503 and the provider's retry stores what is missing (the rest are duplicates).
+    let views = receipt
+        .fetched_body
+        .as_deref()
+        .map(crate::provider::mapping::mercadopago_views)
+        .unwrap_or_default();
+    for (suffix, view) in views {
+        let derived = Receipt {
+            event_id: format!("{event_id}:{suffix}"),
+            fetched_body: Some(view),
+            ..receipt.clone()
+        };
+        if let Err(e) = state.ingestor.submit(derived).await {
+            warn!(%event_id, "not committed: answering 503");
+            crate::ops::metrics::receipt(&provider_name, "unavailable");
+            let mut response = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &correlation_id,
+                e.to_string(),
+            );
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("5"));
+            return response;
+        }
+    }
     match state.ingestor.submit(receipt).await {
         Ok(stored) => {
             let duplicate = stored == Stored::Duplicate;

@@ -857,12 +857,30 @@ pub fn mercadopago_default() -> Mapping {
         currency_default: Some("BRL".into()),
         local_offset: None,
     };
+    // A refund listed in a fetched payment (`mercadopago_views`): its own fact, in its
+    // payment's refund group.
+    let refund = EventRule {
+        transition: Refund.into(),
+        order_id: ptrs(&["/external_reference"]),
+        external_ref: ptrs(&["/id"]),
+        parent_ref: ptrs(&["/payment_id"]),
+        lookup_ref: ptrs(&["/payment_id"]),
+        amount: ptrs(&["/amount"]),
+        currency: ptrs(&["/currency_id"]),
+        occurred_at: ptrs(&["/date_created"]),
+        sequence: vec![],
+        ignore_without_ref: false,
+        amount_unit: AmountUnit::Major,
+        currency_default: Some("BRL".into()),
+        local_offset: None,
+    };
     Mapping {
         event_id: ptrs(&["/id"]),
-        event_type: ptrs(&["/status", "/action", "/type"]),
+        event_type: ptrs(&["/oncehook_view", "/status", "/action", "/type"]),
         api_version: ptrs(&["/api_version"]),
         min_api_version: None,
         events: BTreeMap::from([
+            ("refund".into(), refund),
             ("authorized".into(), r(Authorize, "/transaction_amount")),
             ("approved".into(), r(Pay, "/transaction_amount")),
             ("rejected".into(), r(Fail, "/transaction_amount")),
@@ -874,6 +892,70 @@ pub fn mercadopago_default() -> Mapping {
             ("charged_back".into(), r(Dispute, "/transaction_amount")),
         ]),
     }
+}
+
+/// The facts a fetched Mercado Pago payment holds besides the one its status names, each
+/// as a view the built-in mapping reads: a payment refunded or charged back was approved
+/// first (`date_approved`), so it also holds its approval (`paid`: the payment as it was
+/// when approved); a payment `approved` with refunds (`status_detail` `partially_refunded`)
+/// also holds its refund total (`refunds`: read as the running total a `refunded` status
+/// carries). A notification that reaches oncehook only after a later change still brings
+/// every fact, and one fact announced by several notifications is one effect (its key
+/// names the fact, not the notification). Empty for a payment whose status says it all.
+pub fn mercadopago_views(payment: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let Ok(Value::Object(p)) = serde_json::from_slice::<Value>(payment) else {
+        return vec![];
+    };
+    let status = p.get("status").and_then(Value::as_str).unwrap_or_default();
+    let approved_at = p.get("date_approved").filter(|d| d.is_string()).cloned();
+    let refunded = p
+        .get("transaction_amount_refunded")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    let mut views = Vec::new();
+    if let Some(approved_at) = approved_at {
+        if status != "approved" {
+            let mut paid = p.clone();
+            paid.insert("status".into(), "approved".into());
+            paid.insert("status_detail".into(), "accredited".into());
+            paid.insert("transaction_amount_refunded".into(), 0.into());
+            paid.insert("refunds".into(), Value::Array(vec![]));
+            paid.insert("date_last_updated".into(), approved_at);
+            views.push(("paid".into(), Value::Object(paid).to_string().into_bytes()));
+        }
+    }
+    if refunded > 0.0 && status != "refunded" {
+        let mut refunds = p.clone();
+        refunds.insert("status".into(), "refunded".into());
+        views.push((
+            "refunds".into(),
+            Value::Object(refunds).to_string().into_bytes(),
+        ));
+    }
+    // Each approved refund, a fact of its own (its id is what a refund command made through
+    // the API is confirmed by); the running total then adds only what no listed refund
+    // accounts for.
+    for r in p
+        .get("refunds")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if r.get("status").and_then(Value::as_str) != Some("approved") {
+            continue;
+        }
+        let mut refund = r.clone();
+        refund["oncehook_view"] = "refund".into();
+        refund["payment_id"] = p.get("id").cloned().unwrap_or_default();
+        refund["external_reference"] = p.get("external_reference").cloned().unwrap_or_default();
+        refund["currency_id"] = p.get("currency_id").cloned().unwrap_or_default();
+        let id = match &r["id"] {
+            Value::String(id) => id.clone(),
+            other => other.to_string(),
+        };
+        views.push((format!("refund:{id}"), refund.to_string().into_bytes()));
+    }
+    views
 }
 
 /// PagBank orders API: the notification is the order itself, `{"id": "ORDE_…",
@@ -1338,5 +1420,62 @@ mod tests {
             asaas_default().map(odd).is_err(),
             "a third decimal is not money"
         );
+    }
+
+    #[test]
+    fn a_fetched_mercado_pago_payment_brings_every_fact_it_holds() {
+        let m = mercadopago_default();
+        let facts = |p: serde_json::Value| -> Vec<(Transition, Option<i64>)> {
+            let body = p.to_string().into_bytes();
+            let mut all = vec![m.map(&body).map(|e| (e.transition, e.amount)).unwrap()];
+            for (_, view) in mercadopago_views(&body) {
+                let e = m.map(&view).unwrap();
+                all.push((e.transition, e.amount));
+            }
+            all
+        };
+        let base = serde_json::json!({
+            "id": 1310000000001u64, "status": "approved", "status_detail": "accredited",
+            "currency_id": "BRL", "transaction_amount": 120.5,
+            "transaction_amount_refunded": 0, "external_reference": "ord_1",
+            "date_created": "2026-12-01T10:00:00.000-03:00",
+            "date_approved": "2026-12-01T10:05:00.000-03:00",
+            "date_last_updated": "2026-12-01T10:05:00.000-03:00",
+        });
+        assert_eq!(facts(base.clone()), [(Transition::Pay, Some(12_050))]);
+        let mut partial = base.clone();
+        partial["status_detail"] = "partially_refunded".into();
+        partial["transaction_amount_refunded"] = 30.25.into();
+        assert_eq!(
+            facts(partial),
+            [
+                (Transition::Pay, Some(12_050)),
+                (Transition::RefundTotal, Some(3_025))
+            ]
+        );
+        let mut refunded = base.clone();
+        refunded["status"] = "refunded".into();
+        refunded["transaction_amount_refunded"] = 120.5.into();
+        assert_eq!(
+            facts(refunded),
+            [
+                (Transition::RefundTotal, Some(12_050)),
+                (Transition::Pay, Some(12_050))
+            ]
+        );
+        let mut charged_back = base.clone();
+        charged_back["status"] = "charged_back".into();
+        assert_eq!(
+            facts(charged_back),
+            [
+                (Transition::Dispute, Some(12_050)),
+                (Transition::Pay, Some(12_050))
+            ]
+        );
+        // Never approved: the status is the only fact.
+        let mut expired = base;
+        expired["status"] = "cancelled".into();
+        expired["date_approved"] = serde_json::Value::Null;
+        assert_eq!(facts(expired), [(Transition::Cancel, Some(12_050))]);
     }
 }

@@ -53,16 +53,27 @@ impl Default for ApiFaults {
 pub const EVENT_DAYS: i64 = 30;
 const MAX_KEY_CHARS: usize = 255;
 
+/// The API of the provider the simulator plays: Stripe's, or Mercado Pago's payments (its
+/// log of notifications is not Stripe's events list, so it is not served as one).
 pub fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
-        .route("/v1/events", get(list_events))
-        .route("/v1/events/{id}", get(get_event))
-        .route("/v1/payment_intents/{id}", get(get_payment_intent))
-        .route("/v1/charges/{id}", get(get_charge))
-        .route("/v1/refunds", get(list_refunds).post(create_refund))
-        .route("/v1/refunds/{id}", get(get_refund))
-        .route("/v1/disputes", get(list_disputes))
-        .route("/v1/disputes/{id}", get(get_dispute))
+    let routes = match shared.provider {
+        super::Provider::Stripe => Router::new()
+            .route("/v1/events", get(list_events))
+            .route("/v1/events/{id}", get(get_event))
+            .route("/v1/payment_intents/{id}", get(get_payment_intent))
+            .route("/v1/charges/{id}", get(get_charge))
+            .route("/v1/refunds", get(list_refunds).post(create_refund))
+            .route("/v1/refunds/{id}", get(get_refund))
+            .route("/v1/disputes", get(list_disputes))
+            .route("/v1/disputes/{id}", get(get_dispute)),
+        super::Provider::MercadoPago => Router::new()
+            .route("/v1/payments/{id}", get(get_mp_payment))
+            .route(
+                "/v1/payments/{id}/refunds",
+                axum::routing::post(create_mp_refund),
+            ),
+    };
+    routes
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -398,6 +409,137 @@ async fn get_charge(
         }
     }
     Json(charge).into_response()
+}
+
+/// Mercado Pago's `GET /v1/payments/{id}`: the payment as it is now, or its 404.
+async fn get_mp_payment(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    match shared.db.object(&id).await {
+        Ok(Some((kind, body))) if kind == super::mercadopago::KIND => Json(body).into_response(),
+        Ok(_) => (
+            StatusCode::NOT_FOUND,
+            Json(
+                json!({"message": "Payment not found", "error": "not_found", "status": 404,
+                "cause": [{"code": 2000, "description": "Payment not found", "data": null}]}),
+            ),
+        )
+            .into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+fn mp_error(status: StatusCode, error: &str, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"message": message, "error": error, "status": status.as_u16(), "cause": []})),
+    )
+        .into_response()
+}
+
+/// Mercado Pago's `POST /v1/payments/{id}/refunds` (`{"amount": 12.5}` in reais, or no
+/// body for all that is left) under its required `X-Idempotency-Key`: a retry with the key
+/// and the same parameters replays the first answer and makes no second refund.
+async fn create_mp_refund(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(key) = headers
+        .get("x-idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.is_empty() && k.chars().count() <= MAX_KEY_CHARS)
+        .map(str::to_owned)
+    else {
+        return mp_error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "header X-Idempotency-Key is required (1 to 255 characters)",
+        );
+    };
+    let amount = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(v) if v.get("amount").is_none_or(Value::is_null) => None,
+            Ok(v) if v["amount"].as_f64().is_some_and(|a| a > 0.0) => {
+                Some(super::mercadopago::minor(&v["amount"]))
+            }
+            _ => {
+                return mp_error(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    "amount must be a positive number of reais",
+                )
+            }
+        }
+    };
+    let params = format!("{id}:{amount:?}");
+    let state = match shared
+        .db
+        .claim_key(&format!("mp:{key}"), &params, crate::store::now_ms())
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => return internal(e),
+    };
+    let json_answer = |status: StatusCode, body: String| {
+        (
+            status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
+    };
+    match state {
+        KeyState::Done { status, body } => json_answer(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED),
+            body,
+        ),
+        KeyState::Mismatch => mp_error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "X-Idempotency-Key already used with other parameters",
+        ),
+        KeyState::Running => mp_error(
+            StatusCode::CONFLICT,
+            "conflict",
+            "a request with this X-Idempotency-Key is in progress",
+        ),
+        KeyState::New => {
+            let latency = shared.api_faults.refund_latency_ms;
+            if latency > 0 {
+                tokio::time::sleep(Duration::from_millis(latency)).await;
+            }
+            let at = shared.clock.now();
+            let mut engine = shared.engine.lock().await;
+            let (status, body, events) =
+                match super::mercadopago::create_refund(&mut engine, &id, amount, at) {
+                    Ok((refund, events)) => {
+                        if let Err(e) = engine.flush(&shared.db, &events).await {
+                            drop(engine);
+                            let _ = shared.db.release_key(&format!("mp:{key}")).await;
+                            return internal(e);
+                        }
+                        (StatusCode::CREATED, refund.to_string(), events)
+                    }
+                    Err((status, body)) => (
+                        StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+                        body.to_string(),
+                        vec![],
+                    ),
+                };
+            drop(engine);
+            if let Err(e) = shared
+                .db
+                .finish_key(&format!("mp:{key}"), status.as_u16(), &body)
+                .await
+            {
+                tracing::error!(error = %e, "simulator: saving an idempotent answer");
+            }
+            shared.announce(events);
+            json_answer(status, body)
+        }
+    }
 }
 
 async fn get_refund(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {

@@ -31,6 +31,7 @@ pub struct Prepared {
     api_key: String,
     secret: String,
     pub api_url: String,
+    provider: super::Provider,
 }
 
 /// The demo's API key, generated once into the data directory (mode 0600), like the
@@ -123,8 +124,10 @@ async fn claim_database(settings: &Settings) -> anyhow::Result<()> {
 }
 
 /// Points the `stripe` provider's API at the demo's simulator (on a free loopback port)
-/// with the demo's key. Call after `ensure_dev_provider`, before the server starts.
-pub async fn prepare(settings: &mut Settings) -> anyhow::Result<Prepared> {
+/// with the demo's key; for a Mercado Pago demo, adds a `mercadopago` provider signed with
+/// the same development secret, whose notifications are completed from that API. Call
+/// after `ensure_dev_provider`, before the server starts.
+pub async fn prepare(settings: &mut Settings, played: super::Provider) -> anyhow::Result<Prepared> {
     crate::support::files::create_private_dir(&settings.data_dir)?;
     claim_database(settings).await?;
     let key = api_key(&settings.data_dir)?;
@@ -144,11 +147,31 @@ pub async fn prepare(settings: &mut Settings) -> anyhow::Result<Prepared> {
     // Its own simulator, not Stripe: no need for a real account's pace, so a reconciliation
     // of the demo's hundreds of objects takes seconds.
     provider.api.rate_per_sec = DEMO_API_RATE_PER_SEC;
+    let secret = provider.secrets[0].clone();
+    if played == super::Provider::MercadoPago {
+        let mut mp = crate::config::ProviderSettings {
+            name: "mercadopago".into(),
+            scheme: SchemeKind::MercadoPago,
+            secrets: vec![secret.clone()],
+            tolerance_secs: provider.tolerance_secs,
+            mapping: None,
+            events: Default::default(),
+            api: provider.api.clone(),
+            signature: None,
+        };
+        mp.api.key = Some(key.clone());
+        settings.providers.push(mp);
+        // Reconciliation speaks Stripe's API only so far: a periodic run would read the
+        // simulator's Mercado Pago payments as Stripe objects.
+        settings.reconcile.interval =
+            crate::reconcile::Interval::parse("0").expect("0 turns the job off");
+    }
     Ok(Prepared {
         listener,
         api_key: key,
-        secret: provider.secrets[0].clone(),
+        secret,
         api_url,
+        provider: played,
     })
 }
 
@@ -187,9 +210,13 @@ pub async fn start(prepared: Prepared, webhook_url: String) -> anyhow::Result<()
         api_key: prepared.api_key,
         target: Some(Target {
             url: webhook_url,
-            scheme: SchemeKind::Stripe,
+            scheme: match prepared.provider {
+                super::Provider::Stripe => SchemeKind::Stripe,
+                super::Provider::MercadoPago => SchemeKind::MercadoPago,
+            },
             secret: prepared.secret,
         }),
+        provider: prepared.provider,
     })
     .await?;
     tokio::spawn(super::serve_api(

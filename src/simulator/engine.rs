@@ -36,14 +36,23 @@ pub struct Refusal {
 }
 
 pub struct Engine {
-    objects: HashMap<String, Value>,
-    order_of: HashMap<String, String>,
+    pub(super) objects: HashMap<String, Value>,
+    pub(super) order_of: HashMap<String, String>,
     dirty: BTreeSet<String>,
     ids: Ids,
+    /// Whose objects and events the engine makes: Stripe's, or Mercado Pago's payments.
+    pub(super) provider: super::Provider,
+    /// Mercado Pago: the payment each planned intent became, and the next numeric ids.
+    pub(super) mp: super::mercadopago::MpState,
 }
 
 fn kind_of(object: &Value) -> &str {
-    object["object"].as_str().unwrap_or("object")
+    match object["object"].as_str() {
+        Some(kind) => kind,
+        // Mercado Pago's payments name no kind.
+        None if object.get("transaction_amount").is_some() => super::mercadopago::KIND,
+        None => "object",
+    }
 }
 
 /// The parent an object is listed under: a refund or dispute under its payment intent.
@@ -58,16 +67,27 @@ fn parent_of(object: &Value) -> Option<String> {
 
 impl Engine {
     pub fn new(seed: u64) -> Engine {
+        Engine::for_provider(seed, super::Provider::Stripe)
+    }
+
+    pub fn for_provider(seed: u64, provider: super::Provider) -> Engine {
         Engine {
             objects: HashMap::new(),
             order_of: HashMap::new(),
             dirty: BTreeSet::new(),
             ids: Ids::new(seed ^ 0x00e7_e475),
+            provider,
+            mp: super::mercadopago::MpState::new(seed),
         }
     }
 
-    fn put(&mut self, order_id: &str, object: Value) {
-        let id = object["id"].as_str().expect("objects have ids").to_string();
+    pub(super) fn put(&mut self, order_id: &str, object: Value) {
+        let id = match &object["id"] {
+            Value::String(id) => id.clone(),
+            // Mercado Pago's ids are numbers.
+            Value::Number(id) => id.to_string(),
+            _ => panic!("objects have ids"),
+        };
         self.order_of.insert(id.clone(), order_id.to_string());
         self.dirty.insert(id.clone());
         self.objects.insert(id, object);
@@ -107,6 +127,9 @@ impl Engine {
     /// Applies one planned change at simulated time `at`; its events, none when the step
     /// is one Stripe never announces.
     pub fn apply(&mut self, order_id: &str, step: &Step, at: i64) -> Vec<NewEvent> {
+        if self.provider == super::Provider::MercadoPago {
+            return super::mercadopago::apply(self, order_id, step, at);
+        }
         let mut out = Vec::new();
         let two = step.two_types;
         match &step.action {
@@ -576,7 +599,10 @@ impl Engine {
                     kind_of(o).to_string(),
                     self.order_of.get(&id).cloned(),
                     parent_of(o),
-                    o["created"].as_i64().unwrap_or(0),
+                    o["created"]
+                        .as_i64()
+                        .or_else(|| super::mercadopago::created(o))
+                        .unwrap_or(0),
                     o.to_string(),
                 )
             })

@@ -9,6 +9,7 @@ pub mod api;
 pub mod demo;
 pub mod engine;
 pub mod ids;
+pub mod mercadopago;
 pub mod plan;
 pub mod run;
 pub mod scenario;
@@ -26,6 +27,19 @@ use tokio::sync::{mpsc, Mutex};
 pub use api::ApiFaults;
 pub use engine::{Engine, NewEvent};
 pub use store::SimDb;
+
+/// The provider the simulator plays: its objects, events, signatures and API.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Provider {
+    /// Stripe's objects and events (`--scheme` chooses Stripe's or Standard Webhooks'
+    /// signatures).
+    #[default]
+    Stripe,
+    /// Mercado Pago's payments, thin notifications signed with `x-signature`, and
+    /// `GET /v1/payments/{id}`.
+    #[value(name = "mercadopago")]
+    MercadoPago,
+}
 
 /// Simulated time: a run's days pass in its real seconds. Never ahead of the wall clock,
 /// so no event is dated in the future.
@@ -77,6 +91,7 @@ pub struct Shared {
     pub api_faults: ApiFaults,
     pub clock: Clock,
     pub stats: ApiStats,
+    pub provider: Provider,
     outlet: std::sync::Mutex<Option<mpsc::UnboundedSender<NewEvent>>>,
 }
 
@@ -88,13 +103,25 @@ impl Shared {
         api_faults: ApiFaults,
         clock: Clock,
     ) -> Shared {
+        Shared::for_provider(db, seed, api_key, api_faults, clock, Provider::Stripe)
+    }
+
+    pub fn for_provider(
+        db: SimDb,
+        seed: u64,
+        api_key: String,
+        api_faults: ApiFaults,
+        clock: Clock,
+        provider: Provider,
+    ) -> Shared {
         Shared {
             db,
-            engine: Mutex::new(Engine::new(seed)),
+            engine: Mutex::new(Engine::for_provider(seed, provider)),
             api_key,
             api_faults,
             clock,
             stats: ApiStats::default(),
+            provider,
             outlet: std::sync::Mutex::new(None),
         }
     }

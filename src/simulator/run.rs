@@ -31,6 +31,8 @@ pub struct Options {
     pub api_key: String,
     /// Where webhooks go; none: events are only stored (and served by the API).
     pub target: Option<Target>,
+    /// The provider played.
+    pub provider: super::Provider,
 }
 
 pub struct Simulation {
@@ -78,12 +80,13 @@ impl Simulation {
             "--database {} already holds a run; remove the file or name another",
             options.database
         );
-        let shared = Arc::new(Shared::new(
+        let shared = Arc::new(Shared::for_provider(
             db.clone(),
             options.seed,
             options.api_key.clone(),
             options.scenario.api.clone(),
             Clock::new(start, sim_per_real),
+            options.provider,
         ));
         let sender = match &options.target {
             Some(target) => Some(Sender::start(
@@ -193,7 +196,10 @@ impl Simulation {
 
     /// What was sent and the truth of every order.
     pub async fn truth(&self) -> anyhow::Result<Truth> {
-        let orders = truth::orders(&self.shared.db).await?;
+        let orders = match self.options.provider {
+            super::Provider::Stripe => truth::orders(&self.shared.db).await?,
+            super::Provider::MercadoPago => super::mercadopago::orders(&self.shared.db).await?,
+        };
         let mut by_type = std::collections::BTreeMap::new();
         for t in self.shared.db.event_types().await? {
             by_type.insert(t.0, t.1 as u64);

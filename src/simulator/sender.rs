@@ -153,6 +153,8 @@ struct Job {
     first_of_event: bool,
     /// Whether a 2xx makes the event's state known to the target.
     counts: bool,
+    /// The query string the request carries (Mercado Pago's `data.id=…&type=payment`).
+    query: Option<Arc<str>>,
 }
 
 /// The sending side: a timer queue of deliveries and a bounded set of workers.
@@ -230,9 +232,14 @@ impl Sender {
                 // No Standard Webhooks counterpart (a noise event): not sent.
                 None => return,
             },
-            // The simulator speaks Stripe and Standard Webhooks only (its CLI offers no
-            // other scheme).
+            SchemeKind::MercadoPago => event.json.clone(),
+            // The simulator speaks Stripe, Standard Webhooks and Mercado Pago only (its
+            // CLI offers no other scheme).
             _ => return,
+        };
+        let query = match self.scheme {
+            SchemeKind::MercadoPago => super::mercadopago::query_of(&event.json).map(Into::into),
+            _ => None,
         };
         let job = Job {
             id: event.id.as_str().into(),
@@ -241,6 +248,7 @@ impl Sender {
             first_of_event: true,
             // A delivered event too old to apply tells oncehook nothing: not announced.
             counts: !(decision.legacy_version && self.scheme == SchemeKind::Stripe),
+            query,
         };
         let now = Instant::now();
         if decision.delay_ms > 0 {
@@ -410,7 +418,15 @@ async fn dispatch(
 /// One signed POST; whether it was answered 2xx in time.
 async fn post(http: &reqwest::Client, target: &Target, job: &Job) -> bool {
     let t = chrono::Utc::now().timestamp();
-    let mut request = http.post(&target.url).header(
+    let url = match &job.query {
+        Some(q) => format!(
+            "{}{}{q}",
+            target.url,
+            if target.url.contains('?') { '&' } else { '?' }
+        ),
+        None => target.url.clone(),
+    };
+    let mut request = http.post(&url).header(
         reqwest::header::CONTENT_TYPE,
         "application/json; charset=utf-8",
     );
@@ -434,6 +450,29 @@ async fn post(http: &reqwest::Client, target: &Target, job: &Job) -> bool {
                 .header("webhook-id", &*job.id)
                 .header("webhook-timestamp", t.to_string())
                 .header("webhook-signature", signature);
+        }
+        SchemeKind::MercadoPago => {
+            let Ok(crate::provider::signature::Verifier::Generic(scheme)) =
+                crate::provider::signature::Verifier::new(
+                    SchemeKind::MercadoPago,
+                    std::slice::from_ref(&target.secret),
+                    300,
+                )
+            else {
+                return false;
+            };
+            let mut headers = axum::http::HeaderMap::new();
+            let request_id = uuid::Uuid::new_v4().to_string();
+            headers.insert(
+                "x-request-id",
+                request_id.parse().expect("a UUID is a header value"),
+            );
+            let Ok(signature) = scheme.sign(&headers, job.query.as_deref(), &job.body, t) else {
+                return false;
+            };
+            request = request
+                .header("x-request-id", request_id)
+                .header("x-signature", signature);
         }
         _ => return false,
     }

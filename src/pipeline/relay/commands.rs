@@ -31,6 +31,9 @@ pub(super) async fn send(client: &ApiClient, item: &OutboxItem) -> Result<Sent, 
     let payload: RefundPayload = serde_json::from_str(&item.payload).map_err(|e| {
         SendError::new(ErrorClass::Permanent, format!("the command's payload: {e}"))
     })?;
+    if client.is_mercadopago() {
+        return send_mercadopago(client, item, &payload).await;
+    }
     // Past the provider's memory of the key, the same key no longer protects: a refund made
     // by an earlier send whose answer was lost would be made again. Ask first.
     if crate::store::now_ms() - item.created_at > crate::provider::api::IDEMPOTENCY_KEY_MEMORY_MS {
@@ -60,6 +63,41 @@ pub(super) async fn send(client: &ApiClient, item: &OutboxItem) -> Result<Sent, 
             )),
             object_id: Some(refund.id),
         }),
+        Err((error, retry_after)) => Err(refusal(&error, retry_after)),
+    }
+}
+
+/// Mercado Pago: `POST /v1/payments/{id}/refunds` of the command's amount under the row's
+/// key as `X-Idempotency-Key`; every stored retry carries the same key.
+async fn send_mercadopago(
+    client: &ApiClient,
+    item: &OutboxItem,
+    payload: &RefundPayload,
+) -> Result<Sent, SendError> {
+    match client
+        .mercadopago_refund_once(
+            &payload.payment_intent,
+            Some(payload.amount),
+            &item.idempotency_key,
+        )
+        .await
+    {
+        Ok(refund) => {
+            let id = match &refund["id"] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            Ok(Sent {
+                status_code: Some(201),
+                excerpt: excerpt(&format!(
+                    "refund {id} of payment {} {} BRL {}",
+                    payload.payment_intent,
+                    refund["amount"],
+                    refund["status"].as_str().unwrap_or("(no status)")
+                )),
+                object_id: Some(id),
+            })
+        }
         Err((error, retry_after)) => Err(refusal(&error, retry_after)),
     }
 }

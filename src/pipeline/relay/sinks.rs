@@ -369,8 +369,16 @@ impl Sinks {
         let mut map = (*self.0).clone();
         for p in providers.iter().filter(|p| p.api.key.is_some()) {
             let name = crate::domain::commands::sink_for(&p.name);
-            let client = crate::provider::api::ApiClient::new(&p.api)
-                .map_err(|e| anyhow::anyhow!("provider {}: {e}", p.name))?;
+            let client = if p.scheme == crate::provider::signature::SchemeKind::MercadoPago {
+                let mut api = p.api.clone();
+                if api.base == crate::provider::settings::ProviderApiSettings::default().base {
+                    api.base = crate::provider::settings::MERCADOPAGO_API_BASE.into();
+                }
+                crate::provider::api::ApiClient::new(&api).map(|c| c.for_mercadopago())
+            } else {
+                crate::provider::api::ApiClient::new(&p.api)
+            }
+            .map_err(|e| anyhow::anyhow!("provider {}: {e}", p.name))?;
             map.insert(
                 name.clone(),
                 Arc::new(Sink {

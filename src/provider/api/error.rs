@@ -70,6 +70,27 @@ impl ApiError {
             #[serde(default)]
             message: String,
         }
+        /// Mercado Pago's: `{"message", "error": "bad_request", "status", "cause": [{code}]}`.
+        #[derive(Deserialize)]
+        struct MercadoPago {
+            message: String,
+            error: String,
+            #[serde(default)]
+            cause: Vec<serde_json::Value>,
+        }
+        if let Ok(mp) = serde_json::from_slice::<MercadoPago>(body) {
+            return ApiError::Api {
+                status,
+                kind: mp.error,
+                code: mp.cause.first().and_then(|c| match &c["code"] {
+                    serde_json::Value::String(s) => Some(s.clone()),
+                    serde_json::Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                }),
+                message: mp.message,
+                should_retry,
+            };
+        }
         match serde_json::from_slice::<Envelope>(body) {
             Ok(Envelope { error }) => ApiError::Api {
                 status,
