@@ -132,6 +132,11 @@ async fn a_user_who_chose_portuguese_reads_portuguese_pages_and_keeps_the_choice
         "money in the viewer's locale: {body}"
     );
     assert!(body.contains("Pedido"), "{body}");
+    // The server's "why" sentence too, money and time included.
+    assert!(
+        body.contains("R$\u{a0}1.234,56 recebido de pi_br_1 (R$\u{a0}1.234,56, 01/01/2024 "),
+        "the why in Portuguese: {body}"
+    );
 
     let (status, body) = get(&app, "/orders/no-such-order", Some(&cookie), "en").await;
     assert_eq!(status, 404);

@@ -12,6 +12,8 @@ pub mod error;
 pub mod format;
 pub mod locale;
 pub mod pages;
+#[cfg(feature = "ssr")]
+pub mod sentences;
 
 // The `i18n` module leptos_i18n generates from locales/*.json (build.rs): the `Locale` enum,
 // the keys, and the `t!`/`td_string!` macros.

@@ -5,21 +5,26 @@ use app::backend::{OrderDetail, OrderResourceView, SearchHit, TimelineEntry};
 use sqlx::Row;
 
 use crate::store::dead_letters::{self, DeadLetter};
-use crate::store::read::{order_view, OrderView};
+use crate::store::read::{order_view_in, OrderView};
 use crate::store::triage::{self, OrderRedrive};
 use crate::store::{now_ms, Db};
 
 /// Dead letters an order page lists (an order with more has a bigger problem than a page).
 const ORDER_DEAD_LETTERS: i64 = 200;
 
-pub async fn order_detail(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderDetail>> {
+/// The order's "why" is in the viewer's language `loc`.
+pub async fn order_detail_in(
+    db: &Db,
+    order_id: &str,
+    loc: app::locale::Locale,
+) -> anyhow::Result<Option<OrderDetail>> {
     // The commands before the order: a refund command is confirmed in the transaction that
     // counts its money, so a command read as confirmed guarantees the order read after it
     // has the money. Read the other way round, a confirmation committed between the two
     // reads showed "confirmed" beside the old totals, and the page, seeing nothing in
     // flight, stopped reading the order again (e2e refunds.spec.ts, CI 2026-12-03).
     let commands = super::commands::of_order(db, order_id).await?;
-    let Some(view) = order_view(db, order_id).await? else {
+    let Some(view) = order_view_in(db, order_id, loc).await? else {
         return Ok(None);
     };
     // Any status: a resolved or redriven dead letter is part of the story too.
