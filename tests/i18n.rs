@@ -138,6 +138,16 @@ async fn a_user_who_chose_portuguese_reads_portuguese_pages_and_keeps_the_choice
         "the why in Portuguese: {body}"
     );
 
+    // And its story lines.
+    assert!(
+        body.contains("payment_intent.succeeded evt_br_1 recebido de stripe"),
+        "the story in Portuguese: {body}"
+    );
+    assert!(
+        body.contains("pagamento pi_br_1 de R$\u{a0}1.234,56 contado: R$\u{a0}1.234,56"),
+        "the story in Portuguese: {body}"
+    );
+
     let (status, body) = get(&app, "/orders/no-such-order", Some(&cookie), "en").await;
     assert_eq!(status, 404);
     assert!(body.contains("Não encontrado"), "{body}");

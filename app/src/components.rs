@@ -238,3 +238,25 @@ pub fn status_label(loc: Locale, status: &str) -> String {
     };
     known.to_string()
 }
+
+/// A transition or resource state (`refund_pending`, `pay`…) as words in the viewer's
+/// language; anything else with its underscores as spaces.
+pub fn transition_label(loc: Locale, transition: &str) -> String {
+    let known = match transition {
+        "authorize" => td_string!(loc, transition.authorize),
+        "pay" => td_string!(loc, transition.pay),
+        "settle" => td_string!(loc, transition.settle),
+        "fail" => td_string!(loc, transition.fail),
+        "cancel" => td_string!(loc, transition.cancel),
+        "refund_pending" => td_string!(loc, transition.refund_pending),
+        "refund" => td_string!(loc, transition.refund),
+        "refund_failed" => td_string!(loc, transition.refund_failed),
+        "refund_canceled" => td_string!(loc, transition.refund_canceled),
+        "refund_total" => td_string!(loc, transition.refund_total),
+        "dispute" => td_string!(loc, transition.dispute),
+        "dispute_won" => td_string!(loc, transition.dispute_won),
+        "dispute_lost" => td_string!(loc, transition.dispute_lost),
+        other => return other.replace('_', " "),
+    };
+    known.to_string()
+}

@@ -393,7 +393,7 @@ pub fn explain_in(
                     loc,
                     p.status.as_str(),
                     &f.resource_id,
-                    f.state.as_str(),
+                    &app::components::transition_label(loc, f.state.as_str()),
                     &when(f),
                 ),
                 None => say::status(loc, p.status.as_str()),

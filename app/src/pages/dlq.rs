@@ -270,6 +270,8 @@ fn DlqBody(
                 <p class="dlq-actions">
                     {if page.truncated {
                         td_string!(loc, dlq.shown_truncated, n = shown).to_string()
+                    } else if shown == 1 {
+                        td_string!(loc, dlq.shown_one, n = shown).to_string()
                     } else {
                         td_string!(loc, dlq.shown, n = shown).to_string()
                     }}

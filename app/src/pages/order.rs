@@ -167,7 +167,7 @@ fn OrderView(
                                 <td>{kind_label(loc, &r.kind)}</td>
                                 <td class="mono">{r.resource_id.clone()}</td>
                                 <td class="mono">{r.parent_ref.clone().unwrap_or_default()}</td>
-                                <td>{crate::components::status_label(loc, &r.state)}</td>
+                                <td>{crate::components::transition_label(loc, &r.state)}</td>
                                 <td class="num">{r.amount.map(|a| money_in(loc, a, order.currency.as_deref())).unwrap_or_default()}</td>
                                 <td class="time"><Time at=r.at.clone()/></td>
                                 <td class="mono">{r.event_id.clone()}</td>
@@ -382,6 +382,7 @@ fn kind_label(loc: crate::locale::Locale, kind: &str) -> String {
         "dispute" => td_string!(loc, kind.dispute),
         "charge" => td_string!(loc, kind.charge),
         "payment_intent" => td_string!(loc, kind.payment_intent),
+        "refund_total" => td_string!(loc, kind.refund_total),
         other => return other.replace(['-', '_'], " "),
     };
     known.to_string()

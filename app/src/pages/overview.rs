@@ -303,7 +303,7 @@ fn OverviewView(o: Overview) -> impl IntoView {
             <Kpi id="kpi-backlog" label=td_string!(loc, overview.waiting) value=thousands(o.backlog)
                 note=o.backlog_oldest_age_secs.map(|a| td_string!(loc, overview.oldest, age = age(a)).to_string()).unwrap_or_else(|| td_string!(loc, overview.nothing_waits).to_string())/>
             <Kpi id="kpi-dlq" label=td_string!(loc, overview.dlq_open) value=thousands(o.dlq_open)
-                note=o.dlq_oldest_age_secs.map(|a| td_string!(loc, overview.oldest, age = age(a)).to_string()).unwrap_or_else(|| td_string!(loc, overview.none).to_string())
+                note=o.dlq_oldest_age_secs.map(|a| td_string!(loc, overview.oldest_dlq, age = age(a)).to_string()).unwrap_or_else(|| td_string!(loc, overview.none).to_string())
                 bad={o.dlq_open > 0}/>
             <Kpi id="kpi-signatures" label=td_string!(loc, overview.signatures) value=thousands(o.signature_failures) bad={o.signature_failures > 0}/>
             <DriftKpi check=o.drift.clone()/>
