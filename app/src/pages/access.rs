@@ -81,7 +81,7 @@ pub fn ChangePasswordPage() -> impl IntoView {
                     <input type="password" name="current" autocomplete="current-password" required/>
                 </label>
                 <label>
-                    {td_string!(loc, access.new)}
+                    {td_string!(loc, access.new_password)}
                     <input type="password" name="new" autocomplete="new-password" minlength="12" required/>
                 </label>
                 <label>
