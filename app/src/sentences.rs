@@ -301,7 +301,7 @@ mod tests {
         );
         assert_eq!(
             pt,
-            "reembolsado: R$ 10,00 de R$ 10,00 reembolsado por re_1; x"
+            "reembolsado: R$ 10,00 de R$ 10,00 reembolsados (re_1); x"
         );
         assert_eq!(
             pending(Locale::pt_BR),
