@@ -126,6 +126,19 @@ pub async fn current_user() -> Result<Option<Principal>, AppError> {
     Ok(principal())
 }
 
+/// The signed-in person's own language setting (`en`, `pt-BR`), `None` when they follow
+/// the browser's language.
+#[server]
+pub async fn my_language() -> Result<Option<String>, AppError> {
+    with_status(signed_in())?;
+    Ok(use_context::<http::request::Parts>().and_then(|parts| {
+        parts
+            .extensions
+            .get::<crate::locale::UserLocaleSetting>()
+            .and_then(|s| s.0.clone())
+    }))
+}
+
 /// Whether this server runs `serve --demo`, as the dashboard router provides it.
 #[cfg(feature = "ssr")]
 #[derive(Clone, Copy, Debug)]

@@ -2,12 +2,15 @@
 
 use crate::api::{current_user, demo_mode};
 use crate::error::AppError;
-use crate::format::{ago, epoch_ms, short_timestamp, status_class};
+use crate::format::{ago_in, epoch_ms, short_timestamp_in, status_class};
+use crate::i18n::*;
+use crate::locale::{current, Locale};
 use leptos::prelude::*;
 use leptos_router::components::A;
 
 #[component]
 pub fn TopBar() -> impl IntoView {
+    let loc = current();
     view! {
         <header class="topbar">
             <a class="brand" href="/">
@@ -15,18 +18,18 @@ pub fn TopBar() -> impl IntoView {
                 "oncehook"
             </a>
             <DemoBadge/>
-            <nav class="mainnav" aria-label="Main">
-                <A href="/">"Overview"</A>
-                <A href="/events">"Inbox"</A>
-                <A href="/dlq">"Dead letters"</A>
-                <A href="/reconciliation">"Reconciliation"</A>
-                <A href="/settings">"Settings"</A>
+            <nav class="mainnav" aria-label=td_string!(loc, nav.main)>
+                <A href="/">{td_string!(loc, nav.overview)}</A>
+                <A href="/events">{td_string!(loc, nav.inbox)}</A>
+                <A href="/dlq">{td_string!(loc, nav.dlq)}</A>
+                <A href="/reconciliation">{td_string!(loc, nav.reconciliation)}</A>
+                <A href="/settings">{td_string!(loc, nav.settings)}</A>
             </nav>
             <form class="search" method="get" action="/search" role="search">
-                <label class="visually-hidden" for="search-box">"Find an order"</label>
+                <label class="visually-hidden" for="search-box">{td_string!(loc, nav.find_label)}</label>
                 <input id="search-box" type="search" name="q" autocomplete="off"
-                    placeholder="Order, evt_, pi_, ch_, re_ id"/>
-                <button type="submit" class="button">"Find"</button>
+                    placeholder=td_string!(loc, nav.find_placeholder)/>
+                <button type="submit" class="button">{td_string!(loc, nav.find)}</button>
             </form>
             <UserMenu/>
         </header>
@@ -39,13 +42,14 @@ pub fn TopBar() -> impl IntoView {
 #[component]
 fn DemoBadge() -> impl IntoView {
     let demo = Resource::new(|| (), |_| demo_mode());
+    let loc = current();
     view! {
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
                 demo.await.unwrap_or(false).then(|| view! {
                     <span class="demo-badge" id="demo-badge"
-                        title="Simulated Stripe traffic from oncehook serve --demo: no real payments">
-                        "demo data"
+                        title=td_string!(loc, nav.demo_title)>
+                        {td_string!(loc, nav.demo)}
                     </span>
                 })
             })}
@@ -58,20 +62,21 @@ fn DemoBadge() -> impl IntoView {
 #[component]
 fn UserMenu() -> impl IntoView {
     let user = Resource::new(|| (), |_| current_user());
+    let loc = current();
     view! {
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
                 user.await.ok().flatten().map(|user| view! {
                     <div class="usermenu">
                         <span class="username" id="signed-in-user">{user.name}</span>
-                        <span class="role">{user.role.as_str()}</span>
+                        <span class="role" data-role=user.role.as_str()>{role_label(loc, user.role)}</span>
                         {(user.role == crate::backend::Role::Admin).then(|| view! {
-                            <a href="/admin/audit" id="admin-audit">"Audit log"</a>
-                            <a href="/admin/users" id="admin-users">"Users"</a>
-                            <a href="/admin/tokens" id="admin-tokens">"API tokens"</a>
+                            <a href="/admin/audit" id="admin-audit">{td_string!(loc, nav.audit)}</a>
+                            <a href="/admin/users" id="admin-users">{td_string!(loc, nav.users)}</a>
+                            <a href="/admin/tokens" id="admin-tokens">{td_string!(loc, nav.tokens)}</a>
                         })}
                         <form method="post" action="/auth/sign-out" class="inline">
-                            <button type="submit" class="button link" id="sign-out">"Sign out"</button>
+                            <button type="submit" class="button link" id="sign-out">{td_string!(loc, nav.sign_out)}</button>
                         </form>
                     </div>
                 })
@@ -84,9 +89,10 @@ fn UserMenu() -> impl IntoView {
 #[component]
 pub fn StatusBadge(status: String, reason: Option<String>) -> impl IntoView {
     let class = status_class(&status);
+    let label = status_label(current(), &status);
     view! {
-        <span class=class title=reason.clone()>
-            {status}
+        <span class=class title=reason.clone() data-status=status>
+            {label}
         </span>
         {reason.map(|reason| view! { <span class="reason">{reason}</span> })}
     }
@@ -111,18 +117,19 @@ pub fn ErrorPanel(error: AppError) -> impl IntoView {
         | AppError::Conflict(detail) => Some(detail.clone()),
         AppError::NotFound | AppError::Unauthorized => None,
     };
+    let loc = current();
     let hint = match error {
-        AppError::NotFound => "Check the address, or go back to the inbox.",
-        AppError::Unauthorized => "Sign in again to continue.",
-        AppError::Forbidden(_) => "Ask an admin for a role that allows it.",
-        AppError::Invalid(_) => "Nothing was changed.",
-        AppError::Busy(_) => "Wait for your other reads to finish, then reload.",
-        AppError::Conflict(_) => "Nothing was changed. Reload the page to see the current state.",
-        _ => "Nothing was changed. Reload the page to try again.",
+        AppError::NotFound => td_string!(loc, error.hint_not_found),
+        AppError::Unauthorized => td_string!(loc, error.hint_unauthorized),
+        AppError::Forbidden(_) => td_string!(loc, error.hint_forbidden),
+        AppError::Invalid(_) => td_string!(loc, error.hint_invalid),
+        AppError::Busy(_) => td_string!(loc, error.hint_busy),
+        AppError::Conflict(_) => td_string!(loc, error.hint_conflict),
+        _ => td_string!(loc, error.hint_retry),
     };
     view! {
         <section class="panel panel-error" role="alert">
-            <h2>{error.title()}</h2>
+            <h2>{error.title_in(loc)}</h2>
             {detail.map(|detail| view! { <pre class="detail">{detail}</pre> })}
             <p>{hint}</p>
         </section>
@@ -148,25 +155,33 @@ fn now_ms() -> i64 {
 /// offset. The exact UTC time is in the tooltip and the `datetime` attribute.
 #[component]
 pub fn Time(#[prop(into)] at: String) -> impl IntoView {
-    let utc = short_timestamp(&at);
+    let loc = current();
+    let utc = short_timestamp_in(loc, &at);
     let then = epoch_ms(&at);
     let (text, set_text) = signal(format!("{utc} UTC"));
-    let (relative, set_relative) = signal(then.map(|t| ago(t, now_ms())));
+    let (relative, set_relative) = signal(then.map(|t| ago_in(loc, t, now_ms())));
     #[cfg(feature = "hydrate")]
     if let Some(then) = then {
         Effect::new(move |_| {
             let d = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(then as f64));
+            let local = crate::format::datetime_parts_in(
+                loc,
+                (
+                    i64::from(d.get_full_year()),
+                    i64::from(d.get_month() + 1),
+                    i64::from(d.get_date()),
+                ),
+                (
+                    i64::from(d.get_hours()),
+                    i64::from(d.get_minutes()),
+                    i64::from(d.get_seconds()),
+                ),
+            );
             set_text.set(format!(
-                "{:04}-{:02}-{:02} {:02}:{:02}:{:02} {}",
-                d.get_full_year(),
-                d.get_month() + 1,
-                d.get_date(),
-                d.get_hours(),
-                d.get_minutes(),
-                d.get_seconds(),
+                "{local} {}",
                 crate::format::offset_label(-(d.get_timezone_offset() as i32)),
             ));
-            set_relative.set(Some(ago(then, now_ms())));
+            set_relative.set(Some(ago_in(loc, then, now_ms())));
         });
     }
     #[cfg(not(feature = "hydrate"))]
@@ -177,4 +192,71 @@ pub fn Time(#[prop(into)] at: String) -> impl IntoView {
             {move || relative.get().map(|r| view! { " " <span class="ago">{format!("· {r}")}</span> })}
         </time>
     }
+}
+
+/// A role as the viewer's language names it.
+pub fn role_label(loc: Locale, role: crate::backend::Role) -> &'static str {
+    use crate::backend::Role;
+    match role {
+        Role::Viewer => td_string!(loc, role.viewer),
+        Role::Operator => td_string!(loc, role.operator),
+        Role::Admin => td_string!(loc, role.admin),
+    }
+}
+
+/// A status word from the database (`applied`, `refunded`…) in the viewer's language; an
+/// unknown one as it is.
+pub fn status_label(loc: Locale, status: &str) -> String {
+    let known = match status {
+        "applied" => td_string!(loc, status.applied),
+        "pending" => td_string!(loc, status.pending),
+        "processing" => td_string!(loc, status.processing),
+        "stale" => td_string!(loc, status.stale),
+        "refused" => td_string!(loc, status.refused),
+        "failed" => td_string!(loc, status.failed),
+        "dead" => td_string!(loc, status.dead),
+        "duplicate" => td_string!(loc, status.duplicate),
+        "ignored" => td_string!(loc, status.ignored),
+        "paid" => td_string!(loc, status.paid),
+        "refunded" => td_string!(loc, status.refunded),
+        "partially_refunded" => td_string!(loc, status.partially_refunded),
+        "disputed" => td_string!(loc, status.disputed),
+        "authorized" => td_string!(loc, status.authorized),
+        "cancelled" => td_string!(loc, status.cancelled),
+        "canceled" => td_string!(loc, status.canceled),
+        "created" => td_string!(loc, status.created),
+        "requested" => td_string!(loc, status.requested),
+        "sent" => td_string!(loc, status.sent),
+        "confirmed" => td_string!(loc, status.confirmed),
+        "delivered" => td_string!(loc, status.delivered),
+        "open" => td_string!(loc, status.open),
+        "redriven" => td_string!(loc, status.redriven),
+        "resolved" => td_string!(loc, status.resolved),
+        "discarded" => td_string!(loc, status.discarded),
+        "succeeded" => td_string!(loc, status.succeeded),
+        other => return other.to_string(),
+    };
+    known.to_string()
+}
+
+/// A transition or resource state (`refund_pending`, `pay`…) as words in the viewer's
+/// language; anything else with its underscores as spaces.
+pub fn transition_label(loc: Locale, transition: &str) -> String {
+    let known = match transition {
+        "authorize" => td_string!(loc, transition.authorize),
+        "pay" => td_string!(loc, transition.pay),
+        "settle" => td_string!(loc, transition.settle),
+        "fail" => td_string!(loc, transition.fail),
+        "cancel" => td_string!(loc, transition.cancel),
+        "refund_pending" => td_string!(loc, transition.refund_pending),
+        "refund" => td_string!(loc, transition.refund),
+        "refund_failed" => td_string!(loc, transition.refund_failed),
+        "refund_canceled" => td_string!(loc, transition.refund_canceled),
+        "refund_total" => td_string!(loc, transition.refund_total),
+        "dispute" => td_string!(loc, transition.dispute),
+        "dispute_won" => td_string!(loc, transition.dispute_won),
+        "dispute_lost" => td_string!(loc, transition.dispute_lost),
+        other => return other.replace('_', " "),
+    };
+    known.to_string()
 }

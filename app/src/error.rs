@@ -59,6 +59,23 @@ impl AppError {
     }
 }
 
+impl AppError {
+    /// [`AppError::title`] in the viewer's language.
+    pub fn title_in(&self, loc: crate::locale::Locale) -> &'static str {
+        use crate::i18n::td_string;
+        match self {
+            AppError::Backend(_) => td_string!(loc, error.backend),
+            AppError::NotFound => td_string!(loc, error.not_found),
+            AppError::Transport(_) => td_string!(loc, error.transport),
+            AppError::Unauthorized => td_string!(loc, error.unauthorized),
+            AppError::Forbidden(_) => td_string!(loc, error.forbidden),
+            AppError::Invalid(_) => td_string!(loc, error.invalid),
+            AppError::Busy(_) => td_string!(loc, error.busy),
+            AppError::Conflict(_) => td_string!(loc, error.conflict),
+        }
+    }
+}
+
 impl fmt::Display for AppError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

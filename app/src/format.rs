@@ -1,4 +1,7 @@
-//! Small pure helpers that turn view data into what a person reads.
+//! Small pure helpers that turn view data into what a person reads. The `*_in` forms take
+//! the viewer's locale; the others are the English ones.
+
+use crate::locale::Locale;
 
 /// `2025-11-29T21:03:12.123456Z` → `2025-11-29 21:03:12`. The column header says UTC, so
 /// the zone suffix and sub-second digits are noise. Anything that doesn't look like RFC 3339
@@ -232,6 +235,137 @@ fn group_thousands(value: u64, negative: bool) -> String {
     out
 }
 
+/// How numbers are written in a locale: the decimal and the thousands separators.
+fn separators(locale: Locale) -> (char, char) {
+    match locale {
+        Locale::en => ('.', ','),
+        Locale::pt_BR => (',', '.'),
+    }
+}
+
+/// `1234567` → `1,234,567` (en) or `1.234.567` (pt-BR).
+pub fn thousands_in(locale: Locale, v: i64) -> String {
+    let (_, group) = separators(locale);
+    thousands(v).replace(',', &group.to_string())
+}
+
+/// A decimal with `places` digits after the separator: `6.2` (en), `6,2` (pt-BR).
+pub fn decimal_in(locale: Locale, v: f64, places: usize) -> String {
+    let (dec, _) = separators(locale);
+    format!("{v:.places$}").replace('.', &dec.to_string())
+}
+
+/// A percentage: `6.2 %` (en), `6,2 %` (pt-BR).
+pub fn pct_in(locale: Locale, v: Option<f64>) -> String {
+    v.map(|p| format!("{} %", decimal_in(locale, p, 1)))
+        .unwrap_or_else(|| "–".into())
+}
+
+/// Minor units in the order's currency, written the way the viewer's locale writes money:
+/// en as [`money`] (`1,234.56 BRL`); pt-BR with the currency's sign in front where
+/// Brazilians write one (`R$ 1.234,56`, `US$ 5,00`, `€ 12,50`) and the code otherwise
+/// (`JPY 1.000`). Without a currency, the minor units grouped as a number.
+pub fn money_in(locale: Locale, minor: i64, currency: Option<&str>) -> String {
+    match locale {
+        Locale::en => money(minor, currency),
+        Locale::pt_BR => {
+            let Some(currency) = currency else {
+                return thousands_in(locale, minor);
+            };
+            let code = currency.to_ascii_uppercase();
+            let decimals = decimals(&code);
+            let scale = 10u64.pow(decimals);
+            let abs = minor.unsigned_abs();
+            let whole = thousands_in(locale, (abs / scale).min(i64::MAX as u64) as i64);
+            let number = if decimals == 0 {
+                whole
+            } else {
+                format!("{whole},{:0width$}", abs % scale, width = decimals as usize)
+            };
+            let sign = match code.as_str() {
+                "BRL" => "R$",
+                "USD" => "US$",
+                "EUR" => "€",
+                "GBP" => "£",
+                _ => code.as_str(),
+            };
+            let minus = if minor < 0 { "−" } else { "" };
+            format!("{minus}{sign}\u{a0}{number}")
+        }
+    }
+}
+
+/// [`parse_money`] as the viewer writes amounts: in pt-BR the comma is the decimal
+/// separator and the dot groups thousands (`1.234,56`, `12,5`).
+pub fn parse_money_in(locale: Locale, text: &str, currency: &str) -> Result<i64, String> {
+    match locale {
+        Locale::en => parse_money(text, currency),
+        Locale::pt_BR => {
+            // Swap the two separators and reuse the English parser.
+            let swapped: String = text
+                .chars()
+                .map(|c| match c {
+                    ',' => '.',
+                    '.' => ',',
+                    other => other,
+                })
+                .collect();
+            let swapped = swapped.replace("R$", "");
+            parse_money(&swapped, currency).map_err(|_| {
+                crate::i18n::td_string!(Locale::pt_BR, format.bad_amount, text = text).to_string()
+            })
+        }
+    }
+}
+
+/// A date and time as the locale writes it: `2026-12-01 05:20:02` (en),
+/// `01/12/2026 05:20:02` (pt-BR).
+pub fn datetime_parts_in(
+    locale: Locale,
+    (y, m, d): (i64, i64, i64),
+    (hh, mm, ss): (i64, i64, i64),
+) -> String {
+    match locale {
+        Locale::en => format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02}:{ss:02}"),
+        Locale::pt_BR => format!("{d:02}/{m:02}/{y:04} {hh:02}:{mm:02}:{ss:02}"),
+    }
+}
+
+/// [`short_timestamp`] in the viewer's locale (still UTC: the caller says so).
+pub fn short_timestamp_in(locale: Locale, rfc3339: &str) -> String {
+    let short = short_timestamp(rfc3339);
+    let b = short.as_bytes();
+    if locale == Locale::en || b.len() != 19 || b[4] != b'-' || b[10] != b' ' {
+        return short;
+    }
+    let num = |from: usize, to: usize| short.get(from..to).and_then(|t| t.parse::<i64>().ok());
+    match (
+        num(0, 4),
+        num(5, 7),
+        num(8, 10),
+        num(11, 13),
+        num(14, 16),
+        num(17, 19),
+    ) {
+        (Some(y), Some(m), Some(d), Some(hh), Some(mm), Some(ss)) => {
+            datetime_parts_in(locale, (y, m, d), (hh, mm, ss))
+        }
+        _ => short,
+    }
+}
+
+/// [`ago`] in the viewer's locale: `3 h 10 min ago` / `há 3 h 10 min`, `just now` /
+/// `agora mesmo`, `in 5 min` / `em 5 min`.
+pub fn ago_in(locale: Locale, then_ms: i64, now_ms: i64) -> String {
+    use crate::i18n::td_string;
+    let secs = (now_ms - then_ms) / 1000;
+    match secs {
+        -4..=4 => td_string!(locale, time.just_now).to_string(),
+        s if s < 0 => td_string!(locale, time.in_future, age = age(-s)).to_string(),
+        s => td_string!(locale, time.ago, age = age(s)).to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -388,5 +522,56 @@ mod tests {
             assert_ne!(status_class(status), "badge badge-unknown", "{status}");
         }
         assert_eq!(status_class("\" onmouseover=\"x"), "badge badge-unknown");
+    }
+
+    #[test]
+    fn money_reads_in_the_viewers_locale() {
+        let pt = Locale::pt_BR;
+        assert_eq!(money_in(pt, 123_456, Some("brl")), "R$\u{a0}1.234,56");
+        assert_eq!(money_in(pt, 10_990, Some("BRL")), "R$\u{a0}109,90");
+        assert_eq!(money_in(pt, 500, Some("USD")), "US$\u{a0}5,00");
+        assert_eq!(money_in(pt, -2_500, Some("BRL")), "−R$\u{a0}25,00");
+        assert_eq!(money_in(pt, 1_000, Some("JPY")), "JPY\u{a0}1.000");
+        assert_eq!(money_in(pt, 1_234, Some("KWD")), "KWD\u{a0}1,234");
+        assert_eq!(money_in(pt, 1_000_000, None), "1.000.000");
+        assert_eq!(money_in(Locale::en, 123_456, Some("BRL")), "1,234.56 BRL");
+        assert_eq!(money_in(Locale::en, 10_990, Some("eur")), "109.90 EUR");
+        assert_eq!(thousands_in(pt, 48_210), "48.210");
+        assert_eq!(pct_in(pt, Some(6.25)), "6,2 %");
+        assert_eq!(pct_in(Locale::en, Some(6.25)), "6.2 %");
+    }
+
+    #[test]
+    fn amounts_typed_in_portuguese_use_the_decimal_comma() {
+        let pt = Locale::pt_BR;
+        assert_eq!(parse_money_in(pt, "12,50", "BRL"), Ok(1_250));
+        assert_eq!(parse_money_in(pt, "1.234,56", "BRL"), Ok(123_456));
+        assert_eq!(parse_money_in(pt, "R$ 109,90", "BRL"), Ok(10_990));
+        assert_eq!(parse_money_in(pt, "7", "BRL"), Ok(700));
+        assert!(parse_money_in(pt, "12,345", "BRL").is_err());
+        assert_eq!(parse_money_in(Locale::en, "12.50", "BRL"), Ok(1_250));
+    }
+
+    #[test]
+    fn dates_and_ages_read_in_the_viewers_locale() {
+        let pt = Locale::pt_BR;
+        assert_eq!(
+            short_timestamp_in(pt, "2026-12-01T05:20:02.898Z"),
+            "01/12/2026 05:20:02"
+        );
+        assert_eq!(
+            short_timestamp_in(Locale::en, "2026-12-01T05:20:02.898Z"),
+            "2026-12-01 05:20:02"
+        );
+        assert_eq!(short_timestamp_in(pt, "yesterday"), "yesterday");
+        assert_eq!(
+            datetime_parts_in(pt, (2026, 3, 9), (7, 5, 1)),
+            "09/03/2026 07:05:01"
+        );
+        assert_eq!(ago_in(pt, 0, 2_000), "agora mesmo");
+        assert_eq!(ago_in(pt, 0, 11_400_000), "há 3 h 10 min");
+        assert_eq!(ago_in(pt, 300_000, 0), "em 5 min");
+        assert_eq!(ago_in(Locale::en, 0, 45_000), "45 s ago");
+        assert_eq!(ago_in(Locale::en, 0, 2_000), "just now");
     }
 }

@@ -10,7 +10,14 @@ pub mod charts;
 pub mod components;
 pub mod error;
 pub mod format;
+pub mod locale;
 pub mod pages;
+#[cfg(feature = "ssr")]
+pub mod sentences;
+
+// The `i18n` module leptos_i18n generates from locales/*.json (build.rs): the `Locale` enum,
+// the keys, and the `t!`/`td_string!` macros.
+include!(concat!(env!("OUT_DIR"), "/i18n/mod.rs"));
 
 use components::TopBar;
 use leptos::prelude::*;
@@ -41,9 +48,13 @@ const FAVICON: &str = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/s
 
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     let stylesheet = format!("/{}/{}.css", options.site_pkg_dir, options.output_name);
+    // The language the server chose; hydration reads it back from here (locale.rs).
+    let lang = use_context::<locale::RequestLocale>()
+        .map(|l| locale::tag(l.0))
+        .unwrap_or("en");
     view! {
         <!DOCTYPE html>
-        <html lang="en">
+        <html lang=lang>
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
@@ -79,6 +90,7 @@ fn title_text(page: String) -> String {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    locale::provide_i18n();
 
     // Effects run only in the browser, so this attribute appears exactly when hydration has
     // happened; end-to-end tests wait for it instead of guessing with timeouts.

@@ -316,8 +316,24 @@ pub fn project(facts: &[Fact]) -> Projection {
 /// free text): which facts set the status, when, and what needs attention. Money reads as
 /// the page's totals do (`42.00 EUR`) when the order's currency is known.
 pub fn explain(facts: &[Fact], p: &Projection, currency: Option<&str>) -> String {
-    let when = |f: &Fact| crate_time(f.stamp.at_ms);
-    let money = |minor: i64| app::format::money(minor, currency);
+    explain_in(app::locale::Locale::en, facts, p, currency)
+}
+
+/// [`explain`] in the viewer's language (app::sentences says each part).
+pub fn explain_in(
+    loc: app::locale::Locale,
+    facts: &[Fact],
+    p: &Projection,
+    currency: Option<&str>,
+) -> String {
+    use app::sentences as say;
+    let when = |f: &Fact| match loc {
+        app::locale::Locale::en => crate_time(f.stamp.at_ms),
+        _ => chrono::DateTime::from_timestamp_millis(f.stamp.at_ms)
+            .map(|t| say::moment(loc, &t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)))
+            .unwrap_or_else(|| f.stamp.at_ms.to_string()),
+    };
+    let money = |minor: i64| app::format::money_in(loc, minor, currency);
     let named = |kind: ResourceKind, pred: &dyn Fn(&Fact) -> bool| -> Vec<String> {
         let mut list: Vec<&Fact> = facts.iter().filter(|f| f.kind == kind && pred(f)).collect();
         list.sort_by_key(|f| f.stamp.at_ms);
@@ -334,61 +350,56 @@ pub fn explain(facts: &[Fact], p: &Projection, currency: Option<&str>) -> String
     };
     let payments = named(ResourceKind::Payment, &|f| f.state.holds_money());
     let paid_by = if payments.is_empty() {
-        "no payment known yet".to_string()
+        say::no_payment(loc)
     } else {
         // Not "paid … by": the status before it says "paid" already.
-        format!(
-            "{} received from {}",
-            money(p.totals.paid),
-            payments.join(", ")
-        )
+        say::received_from(loc, &money(p.totals.paid), &payments.join(", "))
     };
     let t = p.totals;
     let mut sentence = match p.status {
-        OrderStatus::Disputed => format!(
-            "disputed: {} withdrawn by {}; {paid_by}",
-            money(t.disputed),
-            named(ResourceKind::Dispute, &|f| f.money_seen
-                && f.state != Transition::DisputeWon)
-            .join(", ")
+        OrderStatus::Disputed => say::disputed(
+            loc,
+            &money(t.disputed),
+            &named(ResourceKind::Dispute, &|f| {
+                f.money_seen && f.state != Transition::DisputeWon
+            })
+            .join(", "),
+            &paid_by,
         ),
         OrderStatus::Refunded | OrderStatus::PartiallyRefunded => {
             let refunds = named(ResourceKind::Refund, &|f| f.state == Transition::Refund);
             let observed = facts
                 .iter()
                 .any(|f| f.kind == ResourceKind::RefundTotal && f.amount.unwrap_or(0) > 0);
-            let by = match (refunds.is_empty(), observed) {
-                (false, true) => format!("{} and the charge's refunded total", refunds.join(", ")),
-                (false, false) => refunds.join(", "),
-                (true, _) => "the charge's refunded total".to_string(),
-            };
-            format!(
-                "{}: {} of {} refunded by {by}; {paid_by}",
-                p.status.as_str().replace('_', " "),
-                money(t.refunded),
-                money(t.paid)
+            let joined = refunds.join(", ");
+            let by = say::refunded_by(loc, (!refunds.is_empty()).then_some(&*joined), observed);
+            say::refunded(
+                loc,
+                p.status.as_str(),
+                &money(t.refunded),
+                &money(t.paid),
+                &by,
+                &paid_by,
             )
         }
-        OrderStatus::Settled | OrderStatus::Paid => {
-            format!("{}: {paid_by}", p.status.as_str())
-        }
+        OrderStatus::Settled | OrderStatus::Paid => say::paid(loc, p.status.as_str(), &paid_by),
         OrderStatus::Authorized | OrderStatus::Failed | OrderStatus::Canceled => {
             let latest = facts
                 .iter()
                 .filter(|f| f.kind == ResourceKind::Payment && !f.state.holds_money())
                 .max_by_key(|f| (f.stamp.at_ms, f.state.rank()));
             match latest {
-                Some(f) => format!(
-                    "{}: {} {} at {}, the newest news about a payment",
+                Some(f) => say::latest(
+                    loc,
                     p.status.as_str(),
-                    f.resource_id,
-                    f.state.as_str(),
-                    when(f)
+                    &f.resource_id,
+                    &app::components::transition_label(loc, f.state.as_str()),
+                    &when(f),
                 ),
-                None => p.status.as_str().to_string(),
+                None => say::status(loc, p.status.as_str()),
             }
         }
-        OrderStatus::Pending => "pending: nothing has happened to a payment yet".to_string(),
+        OrderStatus::Pending => say::pending(loc),
     };
     let reversed = named(ResourceKind::Refund, &|f| {
         f.money_seen
@@ -398,16 +409,16 @@ pub fn explain(facts: &[Fact], p: &Projection, currency: Option<&str>) -> String
             )
     });
     if !reversed.is_empty() {
-        sentence.push_str(&format!("; reversed refunds: {}", reversed.join(", ")));
+        sentence.push_str(&say::reversed(loc, &reversed.join(", ")));
     }
     let won = named(ResourceKind::Dispute, &|f| {
         f.state == Transition::DisputeWon
     });
     if !won.is_empty() {
-        sentence.push_str(&format!("; disputes won: {}", won.join(", ")));
+        sentence.push_str(&say::won(loc, &won.join(", ")));
     }
     for a in &p.attention {
-        sentence.push_str(&format!("; attention: {a}"));
+        sentence.push_str(&say::attention(loc, a));
     }
     sentence
 }

@@ -54,6 +54,23 @@ pub fn dashboard_router(backend: Arc<dyn AdminBackend>, site_root: PathBuf, demo
     let provide_backend = move || {
         provide_context(backend.clone());
         provide_context(app::api::DemoFlag(demo));
+        // The page's language: the user's setting, else Accept-Language, else English.
+        let parts = use_context::<axum::http::request::Parts>();
+        let setting = parts.as_ref().and_then(|p| {
+            p.extensions
+                .get::<app::locale::UserLocaleSetting>()
+                .and_then(|s| s.0.clone())
+        });
+        let accept = parts.as_ref().and_then(|p| {
+            p.headers
+                .get(header::ACCEPT_LANGUAGE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        });
+        provide_context(app::locale::RequestLocale(app::locale::resolve(
+            setting.as_deref(),
+            accept.as_deref(),
+        )));
         // The nonce of this response's CSP header (web::security_headers), so the inline
         // hydration scripts carry it.
         if let Some(nonce) = use_context::<axum::http::request::Parts>()

@@ -589,6 +589,15 @@ pub async fn stats(db: &Db, sent_before: i64) -> anyhow::Result<CommandStats> {
 /// What the order's "why" sentence adds for refunds oncehook asked for: which command each
 /// counted refund came from, and who asked.
 pub async fn why_note(db: &Db, order_id: &str) -> anyhow::Result<String> {
+    why_note_in(db, order_id, app::locale::Locale::en).await
+}
+
+/// [`why_note`] in the viewer's language.
+pub async fn why_note_in(
+    db: &Db,
+    order_id: &str,
+    loc: app::locale::Locale,
+) -> anyhow::Result<String> {
     let rows = sqlx::query(
         "SELECT id, provider_object_id, requested_by FROM provider_commands \
          WHERE order_id = $1 AND state = 'confirmed' ORDER BY id",
@@ -600,9 +609,11 @@ pub async fn why_note(db: &Db, order_id: &str) -> anyhow::Result<String> {
     for r in rows {
         let (id, refund, by): (i64, Option<String>, String) =
             (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
-        note.push_str(&format!(
-            "; refund {} came from command #{id}, asked for by {by}",
-            refund.unwrap_or_default()
+        note.push_str(&app::sentences::command(
+            loc,
+            &refund.unwrap_or_default(),
+            id,
+            &by,
         ));
     }
     Ok(note)

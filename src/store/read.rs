@@ -403,6 +403,15 @@ pub struct OrderView {
 }
 
 pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderView>> {
+    order_view_in(db, order_id, app::locale::Locale::en).await
+}
+
+/// [`order_view`] with its "why" sentence in the viewer's language.
+pub async fn order_view_in(
+    db: &Db,
+    order_id: &str,
+    loc: app::locale::Locale,
+) -> anyhow::Result<Option<OrderView>> {
     // One snapshot: the status, totals, facts and story of one moment, even while the
     // processor commits this order's next event (a page read in between showed a refund in
     // its sentence and not in its totals).
@@ -572,12 +581,13 @@ pub async fn order_view(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderV
     let why = {
         let facts = super::effects::load_facts(&mut tx, order_id).await?;
         let currency: Option<String> = order.try_get("currency")?;
-        let mut why = crate::domain::money::explain(
+        let mut why = crate::domain::money::explain_in(
+            loc,
             &facts,
             &crate::domain::project(&facts),
             currency.as_deref(),
         );
-        why.push_str(&super::commands::why_note(db, order_id).await?);
+        why.push_str(&super::commands::why_note_in(db, order_id, loc).await?);
         why
     };
     let paid: i64 = order.try_get("amount_paid")?;

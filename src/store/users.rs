@@ -21,10 +21,12 @@ pub struct User {
     pub password_set_at: i64,
     pub last_sign_in_at: Option<String>,
     pub created_at: String,
+    /// The dashboard language they chose (`en`, `pt-BR`); `None` follows the browser.
+    pub locale: Option<String>,
 }
 
 const COLUMNS: &str = "id, username, password_hash, role, must_change_password, disabled, \
-                       password_set_at, last_sign_in_at, created_at";
+                       password_set_at, last_sign_in_at, created_at, locale";
 
 fn user(row: &sqlx::any::AnyRow) -> Result<User, sqlx::Error> {
     Ok(User {
@@ -37,6 +39,7 @@ fn user(row: &sqlx::any::AnyRow) -> Result<User, sqlx::Error> {
         password_set_at: row.try_get(6)?,
         last_sign_in_at: row.try_get::<Option<i64>, _>(7)?.map(rfc3339),
         created_at: rfc3339(row.try_get(8)?),
+        locale: row.try_get(9)?,
     })
 }
 
@@ -167,6 +170,23 @@ pub async fn set_password(
     .execute(db.writer())
     .await?
     .rows_affected();
+    Ok(n == 1)
+}
+
+/// Sets (or with `None` clears) the user's dashboard language.
+pub async fn set_locale(
+    db: &Db,
+    user_id: i64,
+    locale: Option<&str>,
+    now: i64,
+) -> anyhow::Result<bool> {
+    let n = sqlx::query("UPDATE users SET locale = $2, updated_at = $3 WHERE id = $1")
+        .bind(user_id)
+        .bind(locale)
+        .bind(now)
+        .execute(db.writer())
+        .await?
+        .rows_affected();
     Ok(n == 1)
 }
 

@@ -6,7 +6,9 @@
 use crate::api::{load_api_tokens, load_audit_log, load_users, CreateApiToken, RevokeApiToken};
 use crate::backend::{ApiTokensPage, AuditPage, AuditQuery, UserView};
 use crate::components::{ErrorPanel, Time};
-use crate::format::short_timestamp;
+use crate::format::short_timestamp_in;
+use crate::i18n::*;
+use crate::locale::{current, Locale};
 use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -25,17 +27,18 @@ pub fn AuditLogPage() -> impl IntoView {
         })
     });
     let page = Resource::new(move || query.get(), load_audit_log);
+    let loc = current();
     view! {
-        <Title text="Audit log"/>
+        <Title text=td_string!(loc, nav.audit)/>
         <header class="page-header">
-            <h1>"Audit log"</h1>
-            <p class="lede">"Every change of data and every sign-in: who, what, why, from where. Newest first."</p>
+            <h1>{td_string!(loc, nav.audit)}</h1>
+            <p class="lede">{td_string!(loc, admin.audit_lede)}</p>
         </header>
         <form method="get" action="/admin/audit" class="filters" id="audit-filter">
-            <label>"Actor "<input type="text" name="actor" value=move || query.get().actor.unwrap_or_default()/></label>
-            <button type="submit" class="button">"Filter"</button>
+            <label>{td_string!(loc, admin.actor)}<input type="text" name="actor" value=move || query.get().actor.unwrap_or_default()/></label>
+            <button type="submit" class="button">{td_string!(loc, inbox.filter)}</button>
         </form>
-        <Transition fallback=|| view! { <p class="loading">"Loading the audit log…"</p> }>
+        <Transition fallback=move || view! { <p class="loading">{td_string!(loc, admin.loading_audit)}</p> }>
             {move || Suspend::new(async move {
                 match page.await {
                     Ok(page) => Either::Left(view! { <AuditTable page query=query.get_untracked()/> }),
@@ -56,11 +59,17 @@ fn AuditTable(page: AuditPage, query: AuditQuery) -> impl IntoView {
         .href()
     });
     let empty = page.entries.is_empty();
+    let loc = current();
     view! {
         <section class="panel">
             <div class="table-scroll">
                 <table class="data compact" id="audit-table">
-                    <thead><tr><th>"When"</th><th>"Who"</th><th>"What"</th><th>"Target"</th><th>"Why"</th><th>"Details"</th><th>"From"</th></tr></thead>
+                    <thead><tr>
+                        <th>{td_string!(loc, admin.col_when)}</th><th>{td_string!(loc, admin.col_who)}</th>
+                        <th>{td_string!(loc, admin.col_what)}</th><th>{td_string!(loc, admin.col_target)}</th>
+                        <th>{td_string!(loc, admin.col_why)}</th><th>{td_string!(loc, admin.col_details)}</th>
+                        <th>{td_string!(loc, admin.col_from)}</th>
+                    </tr></thead>
                     <tbody>
                         {page.entries.into_iter().map(|e| view! {
                             <tr>
@@ -76,8 +85,8 @@ fn AuditTable(page: AuditPage, query: AuditQuery) -> impl IntoView {
                     </tbody>
                 </table>
             </div>
-            {empty.then(|| view! { <p class="form-note">"Nothing recorded for this filter."</p> })}
-            {older.map(|href| view! { <p><a class="button" rel="next" href=href>"Older →"</a></p> })}
+            {empty.then(|| view! { <p class="form-note">{td_string!(loc, admin.nothing_recorded)}</p> })}
+            {older.map(|href| view! { <p><a class="button" rel="next" href=href>{td_string!(loc, inbox.older)}</a></p> })}
         </section>
     }
 }
@@ -85,16 +94,17 @@ fn AuditTable(page: AuditPage, query: AuditQuery) -> impl IntoView {
 #[component]
 pub fn UsersPage() -> impl IntoView {
     let users = Resource::new(|| (), |_| load_users());
+    let loc = current();
     view! {
-        <Title text="Users"/>
+        <Title text=td_string!(loc, nav.users)/>
         <header class="page-header">
-            <h1>"Users"</h1>
+            <h1>{td_string!(loc, nav.users)}</h1>
             <p class="lede">
-                "Add, disable or reset users with "<code>"oncehook user add|disable|reset-password"</code>
-                "; every change is in the "<a href="/admin/audit">"audit log"</a>"."
+                {td_string!(loc, admin.users_lede_before)}<code>"oncehook user add|disable|reset-password"</code>
+                {td_string!(loc, admin.users_lede_middle)}<a href="/admin/audit">{td_string!(loc, admin.audit_link)}</a>"."
             </p>
         </header>
-        <Transition fallback=|| view! { <p class="loading">"Loading users…"</p> }>
+        <Transition fallback=move || view! { <p class="loading">{td_string!(loc, admin.loading_users)}</p> }>
             {move || Suspend::new(async move {
                 match users.await {
                     Ok(users) => Either::Left(view! { <UsersTable users/> }),
@@ -107,25 +117,30 @@ pub fn UsersPage() -> impl IntoView {
 
 #[component]
 fn UsersTable(users: Vec<UserView>) -> impl IntoView {
+    let loc = current();
     view! {
         <section class="panel">
             <table class="data compact" id="users-table">
-                <thead><tr><th>"Name"</th><th>"Role"</th><th>"State"</th><th>"Last sign-in"</th><th>"Created"</th></tr></thead>
+                <thead><tr>
+                    <th>{td_string!(loc, admin.col_name)}</th><th>{td_string!(loc, admin.col_role)}</th>
+                    <th>{td_string!(loc, admin.col_state)}</th><th>{td_string!(loc, admin.col_last_sign_in)}</th>
+                    <th>{td_string!(loc, admin.col_created)}</th>
+                </tr></thead>
                 <tbody>
                     {users.into_iter().map(|u| {
                         let state = if u.disabled {
-                            "disabled"
+                            td_string!(loc, admin.disabled)
                         } else if u.must_change_password {
-                            "must change password"
+                            td_string!(loc, admin.must_change)
                         } else {
-                            "active"
+                            td_string!(loc, admin.active)
                         };
                         view! {
                             <tr>
                                 <td><a href=AuditQuery { actor: Some(u.name.clone()), before: None }.href()>{u.name.clone()}</a></td>
-                                <td>{u.role.clone()}</td>
+                                <td>{role_word(loc, &u.role)}</td>
                                 <td>{state}</td>
-                                <td class="time">{match u.last_sign_in_at.clone() { Some(at) => Either::Left(view! { <Time at/> }), None => Either::Right("never") }}</td>
+                                <td class="time">{match u.last_sign_in_at.clone() { Some(at) => Either::Left(view! { <Time at/> }), None => Either::Right(td_string!(loc, admin.never)) }}</td>
                                 <td class="time"><Time at=u.created_at.clone()/></td>
                             </tr>
                         }
@@ -147,19 +162,20 @@ pub fn TokensPage() -> impl IntoView {
         move || (create.version().get(), revoke.version().get()),
         |_| load_api_tokens(),
     );
+    let loc = current();
     view! {
-        <Title text="API tokens"/>
+        <Title text=td_string!(loc, nav.tokens)/>
         <header class="page-header">
-            <h1>"API tokens"</h1>
+            <h1>{td_string!(loc, nav.tokens)}</h1>
             <p class="lede">
-                "Bearer tokens for "<a href="/api/v1/openapi.json">"/api/v1"</a>
-                ". A token is shown once, when it is made; only its hash is kept. Also "
+                {td_string!(loc, admin.tokens_lede_before)}<a href="/api/v1/openapi.json">"/api/v1"</a>
+                {td_string!(loc, admin.tokens_lede_after)}
                 <code>"oncehook token add|list|revoke"</code>"."
             </p>
         </header>
         {move || create.value().get().and_then(|r| r.err()).map(|error| view! { <ErrorPanel error/> })}
         {move || revoke.value().get().and_then(|r| r.err()).map(|error| view! { <ErrorPanel error/> })}
-        <Transition fallback=|| view! { <p class="loading">"Loading tokens…"</p> }>
+        <Transition fallback=move || view! { <p class="loading">{td_string!(loc, admin.loading_tokens)}</p> }>
             {move || Suspend::new(async move {
                 match page.await {
                     Ok(page) => Either::Left(view! { <TokensBody page create revoke/> }),
@@ -177,16 +193,22 @@ fn TokensBody(
     revoke: ServerAction<RevokeApiToken>,
 ) -> impl IntoView {
     let empty = page.tokens.is_empty();
+    let loc = current();
     view! {
         {page.revealed.map(|t| view! {
             <section class="panel notice" id="revealed-token" role="status">
-                <p>{format!("Token {} ({}, expires {}). Copy it now: it will not be shown again.", t.name, t.role, short_timestamp(&t.expires_at))}</p>
+                <p>{td_string!(loc, admin.revealed, name = t.name.clone(), role = role_word(loc, &t.role), expires = short_timestamp_in(loc, &t.expires_at)).to_string()}</p>
                 <p><code class="token" id="new-token">{t.token}</code></p>
             </section>
         })}
         <section class="panel">
             <table class="data compact" id="tokens-table">
-                <thead><tr><th>"Name"</th><th>"Starts with"</th><th>"Role"</th><th>"State"</th><th>"Expires"</th><th>"Last used"</th><th>"Made by"</th><th></th></tr></thead>
+                <thead><tr>
+                    <th>{td_string!(loc, admin.col_name)}</th><th>{td_string!(loc, admin.col_prefix)}</th>
+                    <th>{td_string!(loc, admin.col_role)}</th><th>{td_string!(loc, admin.col_state)}</th>
+                    <th>{td_string!(loc, admin.col_expires)}</th><th>{td_string!(loc, admin.col_last_used)}</th>
+                    <th>{td_string!(loc, admin.col_made_by)}</th><th></th>
+                </tr></thead>
                 <tbody>
                     {page.tokens.into_iter().map(|t| {
                         let live = t.state == "live";
@@ -195,15 +217,15 @@ fn TokensBody(
                             <tr data-state=t.state.clone()>
                                 <td class="mono">{t.name.clone()}</td>
                                 <td class="mono">{format!("{}…", t.prefix)}</td>
-                                <td>{t.role.clone()}</td>
-                                <td>{t.state.clone()}</td>
+                                <td>{role_word(loc, &t.role)}</td>
+                                <td>{token_state(loc, &t.state)}</td>
                                 <td class="time"><Time at=t.expires_at.clone()/></td>
-                                <td class="time">{match t.last_used_at.clone() { Some(at) => Either::Left(view! { <Time at/> }), None => Either::Right("never") }}</td>
+                                <td class="time">{match t.last_used_at.clone() { Some(at) => Either::Left(view! { <Time at/> }), None => Either::Right(td_string!(loc, admin.never)) }}</td>
                                 <td>{t.created_by.clone()}</td>
                                 <td>{live.then(|| view! {
                                     <ActionForm action=revoke attr:class="inline-form">
                                         <input type="hidden" name="name" value=name.clone()/>
-                                        <button type="submit" class="button close">"Revoke"</button>
+                                        <button type="submit" class="button close">{td_string!(loc, admin.revoke)}</button>
                                     </ActionForm>
                                 })}</td>
                             </tr>
@@ -211,22 +233,39 @@ fn TokensBody(
                     }).collect_view()}
                 </tbody>
             </table>
-            {empty.then(|| view! { <p class="form-note">"No tokens yet."</p> })}
+            {empty.then(|| view! { <p class="form-note">{td_string!(loc, admin.no_tokens)}</p> })}
         </section>
         <section class="panel">
-            <h2>"Make a token"</h2>
+            <h2>{td_string!(loc, admin.make_title)}</h2>
             <ActionForm action=create attr:class="filters" attr:id="new-token-form">
-                <label>"Name "<input type="text" name="name" required maxlength="64" placeholder="grafana"/></label>
-                <label>"Role "
+                <label>{td_string!(loc, admin.name)}<input type="text" name="name" required maxlength="64" placeholder="grafana"/></label>
+                <label>{td_string!(loc, admin.role)}
                     <select name="role">
-                        <option value="viewer">"viewer (read)"</option>
-                        <option value="operator">"operator (also redrive, resolve, discard)"</option>
-                        <option value="admin">"admin"</option>
+                        <option value="viewer">{td_string!(loc, admin.role_viewer)}</option>
+                        <option value="operator">{td_string!(loc, admin.role_operator)}</option>
+                        <option value="admin">{td_string!(loc, role.admin)}</option>
                     </select>
                 </label>
-                <label>"Expires after "<input type="number" name="expires_in_days" value="90" min="1" max="3650" size="5"/>" days"</label>
-                <button type="submit" class="button primary">"Make token"</button>
+                <label>{td_string!(loc, admin.expires_after)}<input type="number" name="expires_in_days" value="90" min="1" max="3650" size="5"/>{td_string!(loc, admin.days)}</label>
+                <button type="submit" class="button primary">{td_string!(loc, admin.make)}</button>
             </ActionForm>
         </section>
+    }
+}
+
+/// A role as stored (`viewer`, `operator`, `admin`) in the viewer's language.
+fn role_word(loc: Locale, role: &str) -> String {
+    match crate::backend::Role::parse(role) {
+        Some(role) => crate::components::role_label(loc, role).to_string(),
+        None => role.to_string(),
+    }
+}
+
+fn token_state(loc: Locale, state: &str) -> String {
+    match state {
+        "live" => td_string!(loc, status.live).to_string(),
+        "revoked" => td_string!(loc, status.revoked).to_string(),
+        "expired" => td_string!(loc, status.expired).to_string(),
+        other => other.to_string(),
     }
 }

@@ -9,7 +9,9 @@ use crate::backend::{
     RedriveView,
 };
 use crate::components::{ErrorPanel, StatusBadge, Time};
-use crate::format::{age, short_timestamp};
+use crate::format::{age, short_timestamp_in, thousands_in};
+use crate::i18n::*;
+use crate::locale::{current, Locale};
 use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -55,19 +57,17 @@ pub fn DlqPage() -> impl IntoView {
         },
     );
 
+    let loc = current();
     view! {
-        <Title text="Dead letters"/>
+        <Title text=td_string!(loc, nav.dlq)/>
         <header class="page-header">
-            <h1>"Dead letters"</h1>
-            <p class="lede">
-                "Events and outbox messages that failed for good, grouped by error. Redrive "
-                "puts an item back on its path with the same keys: it can never double an effect."
-            </p>
+            <h1>{td_string!(loc, nav.dlq)}</h1>
+            <p class="lede">{td_string!(loc, dlq.lede)}</p>
         </header>
         <FilterForm query/>
         <LiveJobs redrive jobs=live_jobs/>
         <ActionResults redrive close/>
-        <Transition fallback=|| view! { <p class="loading">"Loading dead letters…"</p> }>
+        <Transition fallback=move || view! { <p class="loading">{td_string!(loc, dlq.loading)}</p> }>
             {move || Suspend::new(async move {
                 let query = query.get();
                 match (page.await, preview.await) {
@@ -131,20 +131,21 @@ fn LiveJobs(
 /// Bulk redrives: a progress bar while one runs, its summary once done.
 #[component]
 fn Jobs(jobs: Vec<RedriveJobView>) -> impl IntoView {
+    let loc = current();
     (!jobs.is_empty()).then(|| view! {
         <section class="panel" id="redrive-jobs" role="status">
-            <h2>"Bulk redrives"</h2>
+            <h2>{td_string!(loc, dlq.bulk)}</h2>
             <ul class="jobs">
                 {jobs.into_iter().map(|job| {
                     let running = job.finished_at.is_none() && !job.interrupted;
-                    let selection = if job.selection.is_empty() { "everything open".to_string() } else { job.selection.clone() };
-                    let who = format!("#{} by {} ({selection})", job.id, job.actor);
+                    let selection = if job.selection.is_empty() { td_string!(loc, dlq.everything_open).to_string() } else { job.selection.clone() };
+                    let who = td_string!(loc, dlq.job_who, id = job.id, actor = job.actor.clone(), selection = selection).to_string();
                     let line = if job.interrupted {
-                        format!("{who}: interrupted at {} of {}", job.done, job.total)
+                        td_string!(loc, dlq.job_interrupted, who = who, done = job.done, total = job.total).to_string()
                     } else if running && job.total == 0 {
-                        format!("{who}: selecting the dead letters…")
+                        td_string!(loc, dlq.job_selecting, who = who).to_string()
                     } else {
-                        format!("{who}: {} of {}", job.done, job.total)
+                        td_string!(loc, dlq.job_progress, who = who, done = job.done, total = job.total).to_string()
                     };
                     view! {
                         <li data-running=running.then_some("true") data-interrupted=job.interrupted.then_some("true")>
@@ -153,11 +154,11 @@ fn Jobs(jobs: Vec<RedriveJobView>) -> impl IntoView {
                             <progress max=job.total.max(1) value=job.done></progress>
                             " "
                             {match (job.summary, job.finished_at) {
-                                (Some(summary), Some(at)) => view! { <span>{format!("done: {summary}, ")}</span><Time at/> }.into_any(),
+                                (Some(summary), Some(at)) => view! { <span>{td_string!(loc, dlq.job_done, summary = summary).to_string()}</span><Time at/> }.into_any(),
                                 _ if job.interrupted => view! {
-                                    <span class="badge badge-bad">"interrupted"</span>" its instance stopped; what was done stays done, redrive the rest again"
+                                    <span class="badge badge-bad">{td_string!(loc, dlq.interrupted)}</span>{td_string!(loc, dlq.interrupted_note)}
                                 }.into_any(),
-                                _ => view! { <span>"running…"</span> }.into_any(),
+                                _ => view! { <span>{td_string!(loc, dlq.running)}</span> }.into_any(),
                             }}
                         </li>
                     }
@@ -171,26 +172,27 @@ fn Jobs(jobs: Vec<RedriveJobView>) -> impl IntoView {
 fn FilterForm(query: Memo<DlqQuery>) -> impl IntoView {
     let q = query.get_untracked();
     let selected = |current: &Option<String>, value: &str| current.as_deref() == Some(value);
+    let loc = current();
     view! {
         <form method="get" action="/dlq" class="filters" id="dlq-filter">
             <label>
-                "Class "
+                {td_string!(loc, dlq.class)}
                 <select name="class">
-                    <option value="">"any"</option>
-                    {CLASSES.map(|c| view! { <option value=c selected=selected(&q.class, c)>{c}</option> }).collect_view()}
+                    <option value="">{td_string!(loc, inbox.any)}</option>
+                    {CLASSES.map(|c| view! { <option value=c selected=selected(&q.class, c)>{class_label(loc, c)}</option> }).collect_view()}
                 </select>
             </label>
             <label>
-                "Status "
+                {td_string!(loc, inbox.status)}
                 <select name="status">
                     {STATUSES.map(|s| view! {
-                        <option value=s selected=selected(&q.status, s) || (q.status.is_none() && s == "open")>{s}</option>
+                        <option value=s selected=selected(&q.status, s) || (q.status.is_none() && s == "open")>{crate::components::status_label(loc, s)}</option>
                     }).collect_view()}
                 </select>
             </label>
-            <label>"Provider " <input type="text" name="provider" value=q.provider.clone() size="10"/></label>
-            <label>"Error contains " <input type="search" name="error" value=q.error.clone()/></label>
-            <button type="submit" class="button">"Filter"</button>
+            <label>{td_string!(loc, inbox.provider)} <input type="text" name="provider" value=q.provider.clone() size="10"/></label>
+            <label>{td_string!(loc, dlq.error_contains)} <input type="search" name="error" value=q.error.clone()/></label>
+            <button type="submit" class="button">{td_string!(loc, inbox.filter)}</button>
         </form>
     }
 }
@@ -202,11 +204,16 @@ fn ActionResults(
     redrive: ServerAction<RedriveDeadLetters>,
     close: ServerAction<CloseDeadLetter>,
 ) -> impl IntoView {
+    let loc = current();
     view! {
         {move || redrive.value().get().map(|result| match result {
             Ok(outcomes) => Either::Left(view! {
                 <section class="panel notice" id="redrive-result" role="status">
-                    <p>{format!("Redrove {} dead letter{}:", outcomes.len(), if outcomes.len() == 1 { "" } else { "s" })}</p>
+                    <p>{if outcomes.len() == 1 {
+                        td_string!(loc, dlq.redrove_one, n = outcomes.len()).to_string()
+                    } else {
+                        td_string!(loc, dlq.redrove_many, n = outcomes.len()).to_string()
+                    }}</p>
                     <ul>
                         {outcomes.into_iter().map(|o| view! {
                             <li><span class="mono">{format!("#{}", o.dead_letter_id)}</span>" "{o.event_id.unwrap_or_default()}" → "{o.outcome}</li>
@@ -229,14 +236,17 @@ fn DlqBody(
     close: ServerAction<CloseDeadLetter>,
 ) -> impl IntoView {
     let can_operate = page.can_operate;
+    let loc = current();
     let summary = match page.oldest_open_age_secs {
-        Some(oldest) => format!(
-            "open {} · oldest {} · due within 24 h {}",
-            page.open,
-            age(oldest),
-            page.due_within_24h
-        ),
-        None => "nothing open".to_string(),
+        Some(oldest) => td_string!(
+            loc,
+            dlq.summary,
+            open = thousands_in(loc, page.open),
+            oldest = age(oldest),
+            due = thousands_in(loc, page.due_within_24h)
+        )
+        .to_string(),
+        None => td_string!(loc, dlq.nothing_open).to_string(),
     };
     let shown: usize = page.groups.iter().map(|g| g.items.len()).sum();
     let preview_href = {
@@ -254,12 +264,18 @@ fn DlqBody(
         {preview.map(|preview| view! { <PreviewPanel preview query=query.clone() can_operate redrive/> })}
         {(!page.recent_redrives.is_empty()).then(|| view! { <RecentRedrives redrives=page.recent_redrives.clone()/> })}
         {if page.groups.is_empty() {
-            Either::Left(view! { <section class="panel empty"><p>"No dead letters match."</p></section> })
+            Either::Left(view! { <section class="panel empty"><p>{td_string!(loc, dlq.no_match)}</p></section> })
         } else {
             Either::Right(view! {
                 <p class="dlq-actions">
-                    {format!("{shown} shown{}. ", if page.truncated { " (the newest; more match)" } else { "" })}
-                    <a class="button" href=preview_href id="preview-all">"Preview redrive of everything matching…"</a>
+                    {if page.truncated {
+                        td_string!(loc, dlq.shown_truncated, n = shown).to_string()
+                    } else if shown == 1 {
+                        td_string!(loc, dlq.shown_one, n = shown).to_string()
+                    } else {
+                        td_string!(loc, dlq.shown, n = shown).to_string()
+                    }}
+                    <a class="button" href=preview_href id="preview-all">{td_string!(loc, dlq.preview_all)}</a>
                 </p>
                 {page.groups.into_iter().map(|group| view! { <Group group can_operate redrive close/> }).collect_view()}
             })
@@ -271,21 +287,22 @@ fn DlqBody(
 #[component]
 fn History(history: crate::backend::DeadLetterHistory) -> impl IntoView {
     let none = history.redrives.is_empty();
+    let loc = current();
     view! {
         <section class="panel" id="dlq-history">
-            <h2>{format!("History of dead letter #{}", history.id)}</h2>
-            <h3>{format!("Failed attempts ({})", history.attempts.len())}</h3>
+            <h2>{td_string!(loc, dlq.history, id = history.id).to_string()}</h2>
+            <h3>{td_string!(loc, dlq.failed_attempts, n = history.attempts.len()).to_string()}</h3>
             <ol class="mono">{history.attempts.into_iter().map(|a| view! { <li>{a}</li> }).collect_view()}</ol>
-            <h3>"Redrives"</h3>
+            <h3>{td_string!(loc, dlq.redrives)}</h3>
             {if none {
-                Either::Left(view! { <p class="form-note">"Never redriven."</p> })
+                Either::Left(view! { <p class="form-note">{td_string!(loc, dlq.never_redriven)}</p> })
             } else {
                 Either::Right(view! {
                     <ol>
                         {history.redrives.into_iter().map(|r| view! {
                             <li>
-                                {format!("{} by {}: {}", short_timestamp(&r.at), r.actor, r.outcome)}
-                                {r.reason.map(|reason| format!(" (reason: {reason})"))}
+                                {td_string!(loc, dlq.redrive_line, at = short_timestamp_in(loc, &r.at), actor = r.actor.clone(), outcome = r.outcome.clone()).to_string()}
+                                {r.reason.map(|reason| td_string!(loc, dlq.reason_paren, reason = reason).to_string())}
                             </li>
                         }).collect_view()}
                     </ol>
@@ -304,16 +321,21 @@ fn PreviewPanel(
 ) -> impl IntoView {
     let matching = preview.matching;
     let listed = preview.outcomes.len();
+    let loc = current();
     view! {
         <section class="panel preview" id="redrive-preview">
-            <h2>{format!("Dry run: {matching} dead letter{} would be redriven", if matching == 1 { "" } else { "s" })}</h2>
+            <h2>{if matching == 1 {
+                td_string!(loc, dlq.dry_run_one, n = matching).to_string()
+            } else {
+                td_string!(loc, dlq.dry_run_many, n = matching).to_string()
+            }}</h2>
             <p class="form-note">
-                "Nothing has changed. This is what each item would do now"
-                {(listed < matching).then(|| format!(" (the first {listed} shown)"))}
+                {td_string!(loc, dlq.nothing_changed)}
+                {(listed < matching).then(|| td_string!(loc, dlq.first_shown, n = listed).to_string())}
                 "."
             </p>
             <table class="data compact">
-                <thead><tr><th>"Dead letter"</th><th>"Event"</th><th>"Would"</th></tr></thead>
+                <thead><tr><th>{td_string!(loc, dlq.col_dead_letter)}</th><th>{td_string!(loc, dlq.col_event)}</th><th>{td_string!(loc, dlq.col_would)}</th></tr></thead>
                 <tbody>
                     {preview.outcomes.into_iter().map(|o| view! {
                         <tr>
@@ -332,8 +354,8 @@ fn PreviewPanel(
                     <input type="hidden" name="error" value=query.error.clone()/>
                     <input type="hidden" name="status" value=query.status.clone()/>
                     {query.id.map(|id| view! { <input type="hidden" name="id" value=id/> })}
-                    <input type="text" name="reason" placeholder="reason (optional)"/>
-                    <button type="submit" class="button primary">{format!("Redrive all {matching}")}</button>
+                    <input type="text" name="reason" placeholder=td_string!(loc, dlq.reason_optional)/>
+                    <button type="submit" class="button primary">{td_string!(loc, dlq.redrive_all, n = matching).to_string()}</button>
                 </ActionForm>
             })}
         </section>
@@ -342,12 +364,21 @@ fn PreviewPanel(
 
 #[component]
 fn RecentRedrives(redrives: Vec<RedriveView>) -> impl IntoView {
+    let loc = current();
     view! {
         <section class="panel" id="recent-redrives">
-            <h2>"Recent redrives"</h2>
+            <h2>{td_string!(loc, dlq.recent)}</h2>
             <table class="data compact">
                 <thead>
-                    <tr><th>"Dead letter"</th><th>"Event"</th><th>"By"</th><th>"Why"</th><th>"Redrive"</th><th>"Now"</th><th>"When"</th></tr>
+                    <tr>
+                        <th>{td_string!(loc, dlq.col_dead_letter)}</th>
+                        <th>{td_string!(loc, dlq.col_event)}</th>
+                        <th>{td_string!(loc, dlq.col_by)}</th>
+                        <th>{td_string!(loc, dlq.col_why)}</th>
+                        <th>{td_string!(loc, dlq.col_redrive)}</th>
+                        <th>{td_string!(loc, dlq.col_now)}</th>
+                        <th>{td_string!(loc, dlq.col_when)}</th>
+                    </tr>
                 </thead>
                 <tbody>
                     {redrives.into_iter().map(|r| view! {
@@ -375,6 +406,7 @@ fn Group(
     close: ServerAction<CloseDeadLetter>,
 ) -> impl IntoView {
     let count = group.items.len();
+    let loc = current();
     let preview_href = format!(
         "/dlq?{}&preview=1",
         DlqQuery {
@@ -387,18 +419,22 @@ fn Group(
     view! {
         <section class="panel dlq-group">
             <header class="group-header">
-                <span class="badge badge-bad">{group.class.clone()}</span>
+                <span class="badge badge-bad" data-class=group.class.clone()>{class_label(loc, &group.class)}</span>
                 <span class="group-error">{group.error.clone()}</span>
-                <span class="group-meta">{format!("{count} item{} · oldest {}", if count == 1 { "" } else { "s" }, age(group.oldest_age_secs))}</span>
-                <a class="button" href=preview_href>{format!("Preview redrive of {count}…")}</a>
+                <span class="group-meta">{if count == 1 {
+                    td_string!(loc, dlq.items_one, n = count, age = age(group.oldest_age_secs)).to_string()
+                } else {
+                    td_string!(loc, dlq.items_many, n = count, age = age(group.oldest_age_secs)).to_string()
+                }}</span>
+                <a class="button" href=preview_href>{td_string!(loc, dlq.preview_group, n = count).to_string()}</a>
             </header>
             <div class="table-wrap">
                 <table class="data dlq-table">
                     <thead>
                         <tr>
-                            <th>"#"</th><th>"Event"</th><th>"Type"</th><th>"Order"</th>
-                            <th class="num">"Attempts"</th><th>"Age"</th><th>"Deal with by"</th>
-                            {can_operate.then(|| view! { <th>"Actions"</th> })}
+                            <th>"#"</th><th>{td_string!(loc, dlq.col_event)}</th><th>{td_string!(loc, dlq.col_type)}</th><th>{td_string!(loc, dlq.col_order)}</th>
+                            <th class="num">{td_string!(loc, dlq.col_attempts)}</th><th>{td_string!(loc, dlq.col_age)}</th><th>{td_string!(loc, dlq.col_deal_by)}</th>
+                            {can_operate.then(|| view! { <th>{td_string!(loc, dlq.col_actions)}</th> })}
                         </tr>
                     </thead>
                     <tbody>
@@ -418,6 +454,7 @@ fn Item(
     close: ServerAction<CloseDeadLetter>,
 ) -> impl IntoView {
     let id = item.id;
+    let loc = current();
     let what = item
         .event_type
         .clone()
@@ -436,20 +473,31 @@ fn Item(
                 <td class="actions">
                     <ActionForm action=redrive attr:class="inline-form">
                         <input type="hidden" name="id" value=id/>
-                        <input type="text" name="reason" placeholder="reason (optional)" size="14"/>
-                        <button type="submit" class="button redrive">"Redrive"</button>
+                        <input type="text" name="reason" placeholder=td_string!(loc, dlq.reason_optional) size="14"/>
+                        <button type="submit" class="button redrive">{td_string!(loc, dlq.redrive)}</button>
                     </ActionForm>
                     <ActionForm action=close attr:class="inline-form">
                         <input type="hidden" name="id" value=id/>
                         <select name="action">
-                            <option value="resolve">"Resolve"</option>
-                            <option value="discard">"Discard"</option>
+                            <option value="resolve">{td_string!(loc, dlq.resolve)}</option>
+                            <option value="discard">{td_string!(loc, dlq.discard)}</option>
                         </select>
-                        <input type="text" name="reason" placeholder="reason (required)" required size="14"/>
-                        <button type="submit" class="button close">"Close"</button>
+                        <input type="text" name="reason" placeholder=td_string!(loc, dlq.reason_required) required size="14"/>
+                        <button type="submit" class="button close">{td_string!(loc, dlq.close)}</button>
                     </ActionForm>
                 </td>
             })}
         </tr>
+    }
+}
+
+/// An error class (`transient`, `permanent`, `business`, `unknown`) in the viewer's language.
+fn class_label(loc: Locale, class: &str) -> String {
+    match class {
+        "transient" => td_string!(loc, class.transient).to_string(),
+        "permanent" => td_string!(loc, class.permanent).to_string(),
+        "business" => td_string!(loc, class.business).to_string(),
+        "unknown" => td_string!(loc, class.unknown).to_string(),
+        other => other.to_string(),
     }
 }

@@ -4,6 +4,8 @@
 use crate::api::load_inbox;
 use crate::backend::{InboxEventView, InboxPage as Page, InboxQuery};
 use crate::components::{ErrorPanel, StatusBadge, Time};
+use crate::i18n::*;
+use crate::locale::{current, Locale};
 use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -41,20 +43,18 @@ pub fn InboxPage() -> impl IntoView {
         |(query, _)| load_inbox(query),
     );
 
+    let loc = current();
     view! {
-        <Title text="Inbox"/>
+        <Title text=td_string!(loc, nav.inbox)/>
         <header class="page-header">
-            <h1>"Inbox"</h1>
-            <p class="lede">
-                "Every webhook event received, newest first. "
-                "An event delivered many times is one row; its deliveries are counted."
-            </p>
+            <h1>{td_string!(loc, nav.inbox)}</h1>
+            <p class="lede">{td_string!(loc, inbox.lede)}</p>
         </header>
         <InboxFilters query=query.get_untracked()/>
         <p class="live-status" id="live-status" data-live=move || live.get().as_str()>
-            {move || live.get().sentence()}
+            {move || live.get().sentence(loc)}
         </p>
-        <Transition fallback=|| view! { <p class="loading">"Loading events…"</p> }>
+        <Transition fallback=move || view! { <p class="loading">{td_string!(loc, inbox.loading)}</p> }>
             {move || Suspend::new(async move {
                 let is_first_page = before.get().is_none();
                 let query = query.get();
@@ -95,11 +95,11 @@ impl Live {
         }
     }
 
-    fn sentence(self) -> &'static str {
+    fn sentence(self, loc: Locale) -> &'static str {
         match self {
             Live::Off => "",
-            Live::On => "Live: new events appear here every few seconds.",
-            Live::Paused => "Paused while you read further down; scroll to the top to resume.",
+            Live::On => td_string!(loc, inbox.live_on),
+            Live::Paused => td_string!(loc, inbox.live_paused),
         }
     }
 }
@@ -159,40 +159,42 @@ const STATUSES: [&str; 9] = [
 #[component]
 fn InboxFilters(query: InboxQuery) -> impl IntoView {
     let status = query.status.clone();
+    let loc = current();
     view! {
         <form method="get" action="/events" class="filters" id="inbox-filter">
-            <label>"Provider " <input type="text" name="provider" value=query.provider.clone() size="10"/></label>
+            <label>{td_string!(loc, inbox.provider)} <input type="text" name="provider" value=query.provider.clone() size="10"/></label>
             <label>
-                "Status "
+                {td_string!(loc, inbox.status)}
                 <select name="status">
-                    <option value="">"any"</option>
-                    {STATUSES.map(|s| view! { <option value=s selected=status.as_deref() == Some(s)>{s}</option> }).collect_view()}
+                    <option value="">{td_string!(loc, inbox.any)}</option>
+                    {STATUSES.map(|s| view! { <option value=s selected=status.as_deref() == Some(s)>{crate::components::status_label(loc, s)}</option> }).collect_view()}
                 </select>
             </label>
-            <label>"Type " <input type="text" name="type" value=query.event_type.clone()/></label>
-            <label>"Order " <input type="text" name="order" value=query.order_id.clone() size="14"/></label>
-            <label>"Event id " <input type="text" name="event" value=query.event_id.clone() size="14"/></label>
-            <label>"Correlation id " <input type="text" name="correlation" value=query.correlation_id.clone() size="14"/></label>
-            <label>"From (UTC) " <input type="text" name="since" value=query.since.clone() size="16" placeholder="2026-12-01T10:00"/></label>
-            <label>"To (UTC) " <input type="text" name="until" value=query.until.clone() size="16"/></label>
-            <label>"Payload " <input type="text" name="payload" value=query.payload.clone() size="28" placeholder="data.object.customer = cus_123"/></label>
-            <button type="submit" class="button">"Filter"</button>
+            <label>{td_string!(loc, inbox.event_type)} <input type="text" name="type" value=query.event_type.clone()/></label>
+            <label>{td_string!(loc, inbox.order)} <input type="text" name="order" value=query.order_id.clone() size="14"/></label>
+            <label>{td_string!(loc, inbox.event_id)} <input type="text" name="event" value=query.event_id.clone() size="14"/></label>
+            <label>{td_string!(loc, inbox.correlation)} <input type="text" name="correlation" value=query.correlation_id.clone() size="14"/></label>
+            <label>{td_string!(loc, inbox.from)} <input type="text" name="since" value=query.since.clone() size="16" placeholder="2026-12-01T10:00"/></label>
+            <label>{td_string!(loc, inbox.to)} <input type="text" name="until" value=query.until.clone() size="16"/></label>
+            <label>{td_string!(loc, inbox.payload)} <input type="text" name="payload" value=query.payload.clone() size="28" placeholder="data.object.customer = cus_123"/></label>
+            <button type="submit" class="button">{td_string!(loc, inbox.filter)}</button>
         </form>
     }
 }
 
 #[component]
 fn InboxTable(page: Page, is_first_page: bool, query: InboxQuery) -> impl IntoView {
+    let loc = current();
     if page.events.is_empty() {
         let message = if is_first_page {
-            "No events yet. They appear here as soon as a provider delivers one."
+            td_string!(loc, inbox.none_yet)
         } else {
-            "No older events."
+            td_string!(loc, inbox.no_older)
         };
         return Either::Left(view! {
             <section class="panel empty">
                 <p>{message}</p>
-                {(!is_first_page).then(|| view! { <a href=InboxQuery { before: None, ..query.clone() }.href()>"Back to the newest events"</a> })}
+                {(!is_first_page).then(|| view! { <a href=InboxQuery { before: None, ..query.clone() }.href()>{td_string!(loc, inbox.back_newest)}</a> })}
             </section>
         });
     }
@@ -209,39 +211,41 @@ fn InboxTable(page: Page, is_first_page: bool, query: InboxQuery) -> impl IntoVi
             <table class="data" id="inbox-table">
                 <thead>
                     <tr>
-                        <th scope="col">"Provider"</th>
-                        <th scope="col">"Event ID"</th>
-                        <th scope="col">"Type"</th>
-                        <th scope="col">"Status"</th>
-                        <th scope="col">"Order"</th>
-                        <th scope="col" class="num">"Deliveries"</th>
-                        <th scope="col">"Received"</th>
+                        <th scope="col">{td_string!(loc, inbox.col_provider)}</th>
+                        <th scope="col">{td_string!(loc, inbox.col_event)}</th>
+                        <th scope="col">{td_string!(loc, inbox.col_type)}</th>
+                        <th scope="col">{td_string!(loc, inbox.col_status)}</th>
+                        <th scope="col">{td_string!(loc, inbox.col_order)}</th>
+                        <th scope="col" class="num">{td_string!(loc, inbox.col_deliveries)}</th>
+                        <th scope="col">{td_string!(loc, inbox.col_received)}</th>
                     </tr>
                 </thead>
                 <tbody>{rows}</tbody>
             </table>
         </div>
-        <nav class="pager" aria-label="Inbox pages">
-            <span class="pager-info">{pager_summary(shown, is_first_page, page.next_before.is_some())}</span>
+        <nav class="pager" aria-label=td_string!(loc, inbox.pages)>
+            <span class="pager-info">{pager_summary(loc, shown, is_first_page, page.next_before.is_some())}</span>
             <span class="pager-links">
-                {(!is_first_page).then(|| view! { <a class="button" href=InboxQuery { before: None, ..query.clone() }.href()>"Newest"</a> })}
+                {(!is_first_page).then(|| view! { <a class="button" href=InboxQuery { before: None, ..query.clone() }.href()>{td_string!(loc, inbox.newest)}</a> })}
                 {page.next_before.map(|id| view! {
-                    <a class="button" rel="next" href=InboxQuery { before: Some(id), ..query.clone() }.href()>"Older →"</a>
+                    <a class="button" rel="next" href=InboxQuery { before: Some(id), ..query.clone() }.href()>{td_string!(loc, inbox.older)}</a>
                 })}
             </span>
         </nav>
     })
 }
 
-fn pager_summary(shown: usize, is_first_page: bool, has_older: bool) -> String {
-    let events = if shown == 1 { "event" } else { "events" };
+fn pager_summary(loc: Locale, shown: usize, is_first_page: bool, has_older: bool) -> String {
+    let n = shown;
     match (is_first_page, has_older) {
-        (true, false) if shown == 1 => "Showing the only event".to_string(),
-        (true, false) => format!("Showing all {shown} events"),
-        (true, true) => format!("Showing the {shown} newest {events}"),
-        (false, true) => format!("Showing {shown} older {events}"),
-        (false, false) if shown == 1 => "Showing the oldest event".to_string(),
-        (false, false) => format!("Showing the {shown} oldest events"),
+        (true, false) if shown == 1 => td_string!(loc, inbox.only_event).to_string(),
+        (true, false) => td_string!(loc, inbox.all_events, n = n).to_string(),
+        (true, true) if shown == 1 => td_string!(loc, inbox.newest_one, n = n).to_string(),
+        (true, true) => td_string!(loc, inbox.newest_many, n = n).to_string(),
+        (false, true) if shown == 1 => td_string!(loc, inbox.older_one, n = n).to_string(),
+        (false, true) => td_string!(loc, inbox.older_many, n = n).to_string(),
+        (false, false) if shown == 1 => td_string!(loc, inbox.oldest_event).to_string(),
+        (false, false) => td_string!(loc, inbox.oldest_many, n = n).to_string(),
     }
 }
 
@@ -259,10 +263,11 @@ fn InboxRow(event: InboxEventView) -> impl IntoView {
         received_at,
     } = event;
     let repeated = deliveries > 1;
+    let loc = current();
     let deliveries_title = if repeated {
-        format!("Delivered {deliveries} times, processed once")
+        td_string!(loc, inbox.delivered_times, n = deliveries).to_string()
     } else {
-        "Delivered once".to_string()
+        td_string!(loc, inbox.delivered_once).to_string()
     };
     let missing = || view! { <span class="none">"—"</span> };
 
@@ -283,7 +288,18 @@ fn InboxRow(event: InboxEventView) -> impl IntoView {
 
 #[cfg(test)]
 mod tests {
-    use super::pager_summary;
+    use crate::locale::Locale;
+
+    fn pager_summary(shown: usize, is_first_page: bool, has_older: bool) -> String {
+        super::pager_summary(Locale::en, shown, is_first_page, has_older)
+    }
+
+    #[test]
+    fn the_pager_speaks_portuguese_too() {
+        let pt = |s, f, o| super::pager_summary(Locale::pt_BR, s, f, o);
+        assert_eq!(pt(50, true, true), "Mostrando os 50 eventos mais recentes");
+        assert_eq!(pt(1, true, false), "Mostrando o único evento");
+    }
 
     #[test]
     fn pager_says_where_in_the_history_the_page_is() {

@@ -5,8 +5,9 @@ use leptos_meta::Title;
 
 #[component]
 pub fn NotFound() -> impl IntoView {
+    let loc = crate::locale::current();
     view! {
-        <Title text="Not found"/>
+        <Title text=crate::i18n::td_string!(loc, error.not_found)/>
         <ErrorPanel error=AppError::NotFound/>
     }
 }

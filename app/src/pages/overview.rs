@@ -6,7 +6,9 @@ use crate::api::load_overview;
 use crate::backend::{order_href, DriftCheck, Overview, ProviderDelay, Range, ReconciliationKpis};
 use crate::charts::{BarChart, Series};
 use crate::components::ErrorPanel;
-use crate::format::{age, money, short_timestamp, thousands};
+use crate::format::{age, decimal_in, money_in, pct_in, short_timestamp, thousands_in};
+use crate::i18n::*;
+use crate::locale::{current, Locale};
 use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -17,22 +19,23 @@ pub fn OverviewPage() -> impl IntoView {
     let query = use_query_map();
     let range = Memo::new(move |_| query.with(|q| Range::parse(q.get("range").as_deref())));
     let overview = Resource::new(move || range.get(), load_overview);
+    let loc = current();
     view! {
-        <Title text="Overview"/>
+        <Title text=td_string!(loc, nav.overview)/>
         <header class="page-header">
-            <h1>"Overview"</h1>
-            <nav class="range-picker" aria-label="Time range">
+            <h1>{td_string!(loc, nav.overview)}</h1>
+            <nav class="range-picker" aria-label=td_string!(loc, overview.range)>
                 {move || Range::ALL.map(|r| {
                     let current = r == range.get();
                     view! {
                         <a href=format!("/?range={}", r.as_str())
                             class=if current { "button selected" } else { "button" }
-                            aria-current=current.then_some("page")>{r.label()}</a>
+                            aria-current=current.then_some("page")>{range_label(loc, r)}</a>
                     }
                 })}
             </nav>
         </header>
-        <Transition fallback=|| view! { <p class="loading">"Loading the overview…"</p> }>
+        <Transition fallback=move || view! { <p class="loading">{td_string!(loc, overview.loading)}</p> }>
             {move || Suspend::new(async move {
                 match overview.await {
                     Ok(o) => Either::Left(view! { <OverviewView o/> }),
@@ -43,17 +46,21 @@ pub fn OverviewPage() -> impl IntoView {
     }
 }
 
-fn ms(v: Option<i64>) -> String {
-    match v {
-        None => "–".into(),
-        Some(i64::MAX) => "> 60 s".into(),
-        Some(ms) if ms >= 1_000 => format!("≤ {:.1} s", ms as f64 / 1000.0),
-        Some(ms) => format!("≤ {ms} ms"),
+fn range_label(loc: Locale, r: Range) -> &'static str {
+    match r {
+        Range::Hour => td_string!(loc, overview.range_hour),
+        Range::Day => td_string!(loc, overview.range_day),
+        Range::Week => td_string!(loc, overview.range_week),
     }
 }
 
-fn pct(v: Option<f64>) -> String {
-    v.map(|p| format!("{p:.1} %")).unwrap_or_else(|| "–".into())
+fn ms(loc: Locale, v: Option<i64>) -> String {
+    match v {
+        None => "–".into(),
+        Some(i64::MAX) => "> 60 s".into(),
+        Some(ms) if ms >= 1_000 => format!("≤ {} s", decimal_in(loc, ms as f64 / 1000.0, 1)),
+        Some(ms) => format!("≤ {} ms", thousands_in(loc, ms)),
+    }
 }
 
 /// The label under a chart bar: time of day for an hour or a day, date and time for a week.
@@ -82,41 +89,47 @@ fn Kpi(
     }
 }
 
-fn orders(n: i64) -> String {
-    format!(
-        "{} {}",
-        thousands(n),
-        if n == 1 { "order" } else { "orders" }
-    )
+fn orders(loc: Locale, n: i64) -> String {
+    let n_text = thousands_in(loc, n);
+    if n == 1 {
+        td_string!(loc, overview.orders_one, n = n_text).to_string()
+    } else {
+        td_string!(loc, overview.orders_many, n = n_text).to_string()
+    }
 }
 
 /// "drift: 0 orders, checked 5 min ago": the newest consistency check, with links to the
 /// first drifting orders when there are any.
 #[component]
 fn DriftKpi(check: Option<DriftCheck>) -> impl IntoView {
+    let loc = current();
     let Some(c) = check else {
         return Either::Left(view! {
             <div class="kpi" id="kpi-drift">
-                <dt>"Consistency"</dt>
-                <dd>"not checked yet"</dd>
-                <dd class="kpi-note">"oncehook verify, or serve every verify.interval_minutes"</dd>
+                <dt>{td_string!(loc, overview.consistency)}</dt>
+                <dd>{td_string!(loc, overview.not_checked)}</dd>
+                <dd class="kpi-note">{td_string!(loc, overview.verify_hint)}</dd>
             </div>
         });
     };
     let bad = c.drifting_orders > 0 || c.missing_messages > 0;
-    let summary = format!(
-        "drift: {}, checked {} ago",
-        orders(c.drifting_orders),
-        age(c.age_secs)
-    );
-    let note = format!(
-        "{} checked; {} without their outbox message",
-        orders(c.orders_checked),
-        thousands(c.missing_messages)
-    );
+    let summary = td_string!(
+        loc,
+        overview.drift,
+        orders = orders(loc, c.drifting_orders),
+        age = age(c.age_secs)
+    )
+    .to_string();
+    let note = td_string!(
+        loc,
+        overview.drift_note,
+        orders = orders(loc, c.orders_checked),
+        missing = thousands_in(loc, c.missing_messages)
+    )
+    .to_string();
     Either::Right(view! {
         <div class=if bad { "kpi kpi-bad" } else { "kpi" } id="kpi-drift">
-            <dt>"Consistency"</dt>
+            <dt>{td_string!(loc, overview.consistency)}</dt>
             <dd><span title=c.checked_at>{summary}</span></dd>
             <dd class="kpi-note">{note}</dd>
             {(!c.sample.is_empty()).then(|| view! {
@@ -133,25 +146,36 @@ fn DriftKpi(check: Option<DriftCheck>) -> impl IntoView {
 /// Open diffs, the oldest, and the last successful run, linking to the page.
 #[component]
 fn ReconciliationKpi(kpis: Option<ReconciliationKpis>) -> impl IntoView {
+    let loc = current();
     let Some(k) = kpis else {
         return Either::Left(view! {
             <div class="kpi" id="kpi-reconciliation">
-                <dt>"Reconciliation"</dt>
-                <dd>"not run yet"</dd>
-                <dd class="kpi-note">"needs a provider api_key; oncehook reconcile, or serve every reconcile.interval"</dd>
+                <dt>{td_string!(loc, overview.reconciliation)}</dt>
+                <dd>{td_string!(loc, overview.not_run)}</dd>
+                <dd class="kpi-note">{td_string!(loc, overview.reconcile_hint)}</dd>
             </div>
         });
     };
     let stale = k.last_success_age_secs.is_none_or(|a| a > 86_400);
-    let note = format!(
-        "{}last successful run {}",
-        k.oldest_open_age_secs
-            .map(|a| format!("oldest {} · ", age(a)))
+    let note = td_string!(
+        loc,
+        overview.last_success,
+        oldest = k
+            .oldest_open_age_secs
+            .map(|a| td_string!(loc, overview.oldest_sep, age = age(a)).to_string())
             .unwrap_or_default(),
-        k.last_success_age_secs
-            .map(|a| format!("{} ago", age(a)))
-            .unwrap_or_else(|| "never".into())
-    );
+        when = k
+            .last_success_age_secs
+            .map(|a| td_string!(loc, overview.ago, age = age(a)).to_string())
+            .unwrap_or_else(|| td_string!(loc, overview.never).to_string())
+    )
+    .to_string();
+    let diffs = thousands_in(loc, k.open_diffs);
+    let diffs = if k.open_diffs == 1 {
+        td_string!(loc, overview.open_diffs_one, n = diffs).to_string()
+    } else {
+        td_string!(loc, overview.open_diffs_many, n = diffs).to_string()
+    };
     let class = if k.open_diffs > 0 || stale {
         "kpi kpi-bad"
     } else {
@@ -159,8 +183,8 @@ fn ReconciliationKpi(kpis: Option<ReconciliationKpis>) -> impl IntoView {
     };
     Either::Right(view! {
         <div class=class id="kpi-reconciliation">
-            <dt>"Reconciliation"</dt>
-            <dd><a href="/reconciliation">{format!("{} open diff{}", thousands(k.open_diffs), if k.open_diffs == 1 { "" } else { "s" })}</a></dd>
+            <dt>{td_string!(loc, overview.reconciliation)}</dt>
+            <dd><a href="/reconciliation">{diffs}</a></dd>
             <dd class="kpi-note">{note}</dd>
         </div>
     })
@@ -169,21 +193,22 @@ fn ReconciliationKpi(kpis: Option<ReconciliationKpis>) -> impl IntoView {
 /// Each provider's delay, its event's `created` to our receipt: p50 / p95 over the range.
 #[component]
 fn ProviderDelayKpi(delays: Vec<ProviderDelay>) -> impl IntoView {
-    let delay = |v: Option<i64>| match v {
+    let loc = current();
+    let delay = move |v: Option<i64>| match v {
         Some(i64::MAX) => "> 3 d".to_string(),
         Some(v) if v >= 60_000 => format!("≤ {}", age(v / 1000)),
-        other => ms(other),
+        other => ms(loc, other),
     };
     view! {
         <div class="kpi" id="kpi-provider-delay">
-            <dt>"Provider delay p50 / p95 (created → received)"</dt>
+            <dt>{td_string!(loc, overview.provider_delay)}</dt>
             {if delays.is_empty() {
-                Either::Left(view! { <dd>"–"</dd><dd class="kpi-note">"nothing received in this range"</dd> })
+                Either::Left(view! { <dd>"–"</dd><dd class="kpi-note">{td_string!(loc, overview.nothing_received)}</dd> })
             } else {
                 Either::Right(delays.into_iter().map(|d| view! {
                     <dd class="provider-delay" data-provider=d.provider.clone()>
                         {format!("{}: {} / {}", d.provider, delay(d.p50_ms), delay(d.p95_ms))}
-                        <span class="kpi-note">{format!(" ({} events)", thousands(d.events))}</span>
+                        <span class="kpi-note">{td_string!(loc, overview.delay_events, n = thousands_in(loc, d.events)).to_string()}</span>
                     </dd>
                 }).collect_view())
             }}
@@ -194,17 +219,18 @@ fn ProviderDelayKpi(delays: Vec<ProviderDelay>) -> impl IntoView {
 #[component]
 fn Breakdown(title: &'static str, rows: Vec<(String, i64)>) -> impl IntoView {
     let empty = rows.is_empty();
+    let loc = current();
     view! {
         <section class="panel breakdown">
             <h2>{title}</h2>
             {if empty {
-                Either::Left(view! { <p class="form-note">"Nothing received in this range."</p> })
+                Either::Left(view! { <p class="form-note">{td_string!(loc, overview.nothing_received_long)}</p> })
             } else {
                 Either::Right(view! {
                     <table class="data compact">
                         <tbody>
                             {rows.into_iter().map(|(name, n)| view! {
-                                <tr><td class="mono">{name}</td><td class="num">{thousands(n)}</td></tr>
+                                <tr><td class="mono">{name}</td><td class="num">{thousands_in(loc, n)}</td></tr>
                             }).collect_view()}
                         </tbody>
                     </table>
@@ -216,36 +242,40 @@ fn Breakdown(title: &'static str, rows: Vec<(String, i64)>) -> impl IntoView {
 
 #[component]
 fn OverviewView(o: Overview) -> impl IntoView {
+    let loc = current();
+    let thousands = move |n: i64| thousands_in(loc, n);
+    let pct = move |v: Option<f64>| pct_in(loc, v);
+    let ms = move |v: Option<i64>| ms(loc, v);
     let labels: Vec<String> = o
         .series
         .iter()
         .map(|p| bar_label(o.range, &p.start))
         .collect();
     let per = match o.range {
-        Range::Hour => "per minute",
-        Range::Day => "per 15 minutes",
-        Range::Week => "per 2 hours",
+        Range::Hour => td_string!(loc, overview.per_minute),
+        Range::Day => td_string!(loc, overview.per_15),
+        Range::Week => td_string!(loc, overview.per_2h),
     };
     let traffic = vec![
         Series {
-            name: "received",
+            name: td_string!(loc, overview.series_received),
             class: "bar-ok",
             values: o.series.iter().map(|p| p.received).collect(),
         },
         Series {
-            name: "redelivered",
+            name: td_string!(loc, overview.series_redelivered),
             class: "bar-muted",
             values: o.series.iter().map(|p| p.duplicates).collect(),
         },
     ];
     let failures = vec![Series {
-        name: "dead-lettered or refused signature",
+        name: td_string!(loc, overview.series_failures),
         class: "bar-bad",
         values: o.series.iter().map(|p| p.failures).collect(),
     }];
     // Over a minute is drawn at a minute: the axis stays readable, the tooltip says more.
     let latency = vec![Series {
-        name: "p95 receipt → filed",
+        name: td_string!(loc, overview.series_latency),
         class: "bar-info",
         values: o
             .series
@@ -258,68 +288,70 @@ fn OverviewView(o: Overview) -> impl IntoView {
     view! {
         {outage.map(|out| view! {
             <section class="panel panel-error storage-outage" id="storage-outage" role="alert">
-                <h2>{format!("The database cannot commit: {}", out.reason)}</h2>
-                <p>{format!(
-                    "Since {} ({} ago). Webhooks are answered 503 with Retry-After, so providers \
-                     send them again; nothing acknowledged is lost. /healthz answers 503, so a \
-                     load balancer stops sending here. This clears by itself once a commit \
-                     succeeds.",
-                    out.since, age(out.age_secs)
-                )}</p>
+                <h2>{td_string!(loc, overview.outage_title, reason = out.reason.clone()).to_string()}</h2>
+                <p>{td_string!(loc, overview.outage_body, since = out.since.clone(), age = age(out.age_secs)).to_string()}</p>
             </section>
         })}
         <dl class="kpis" id="kpis">
-            <Kpi id="kpi-received" label="Events received" value=thousands(o.received)
-                note=format!("{} redelivered ({} of deliveries)", thousands(o.duplicates), pct(o.duplicate_rate()))/>
-            <Kpi id="kpi-success" label="Success rate" value=pct(o.success_rate())
-                note=format!("{} filed, {} dead-lettered, {} retries", thousands(o.filed), thousands(o.dead), thousands(o.retries))
+            <Kpi id="kpi-received" label=td_string!(loc, overview.received) value=thousands(o.received)
+                note=td_string!(loc, overview.received_note, n = thousands(o.duplicates), pct = pct(o.duplicate_rate())).to_string()/>
+            <Kpi id="kpi-success" label=td_string!(loc, overview.success) value=pct(o.success_rate())
+                note=td_string!(loc, overview.success_note, filed = thousands(o.filed), dead = thousands(o.dead), retries = thousands(o.retries)).to_string()
                 bad={o.dead > 0}/>
-            <Kpi id="kpi-latency" label="Receipt → effect p50 / p95 / p99"
+            <Kpi id="kpi-latency" label=td_string!(loc, overview.latency)
                 value=format!("{} / {} / {}", ms(o.latency_p50_ms), ms(o.latency_p95_ms), ms(o.latency_p99_ms))/>
-            <Kpi id="kpi-backlog" label="Waiting now" value=thousands(o.backlog)
-                note=o.backlog_oldest_age_secs.map(|a| format!("oldest {}", age(a))).unwrap_or_else(|| "nothing waits".into())/>
-            <Kpi id="kpi-dlq" label="Dead letters open" value=thousands(o.dlq_open)
-                note=o.dlq_oldest_age_secs.map(|a| format!("oldest {}", age(a))).unwrap_or_else(|| "none".into())
+            <Kpi id="kpi-backlog" label=td_string!(loc, overview.waiting) value=thousands(o.backlog)
+                note=o.backlog_oldest_age_secs.map(|a| td_string!(loc, overview.oldest, age = age(a)).to_string()).unwrap_or_else(|| td_string!(loc, overview.nothing_waits).to_string())/>
+            <Kpi id="kpi-dlq" label=td_string!(loc, overview.dlq_open) value=thousands(o.dlq_open)
+                note=o.dlq_oldest_age_secs.map(|a| td_string!(loc, overview.oldest_dlq, age = age(a)).to_string()).unwrap_or_else(|| td_string!(loc, overview.none).to_string())
                 bad={o.dlq_open > 0}/>
-            <Kpi id="kpi-signatures" label="Signature failures" value=thousands(o.signature_failures) bad={o.signature_failures > 0}/>
+            <Kpi id="kpi-signatures" label=td_string!(loc, overview.signatures) value=thousands(o.signature_failures) bad={o.signature_failures > 0}/>
             <DriftKpi check=o.drift.clone()/>
             <ReconciliationKpi kpis=o.reconciliation.clone()/>
             {o.commands.clone().map(|c| view! {
-                <Kpi id="kpi-commands" label="Refunds asked of providers, in flight" value=thousands(c.in_flight)
-                    note=format!(
-                        "{}{} unconfirmed (sent, no webhook yet) · {} confirmed · {} failed",
-                        c.oldest_in_flight_age_secs.map(|a| format!("oldest {} · ", age(a))).unwrap_or_default(),
-                        thousands(c.unconfirmed), thousands(c.confirmed), thousands(c.failed)
-                    )
+                <Kpi id="kpi-commands" label=td_string!(loc, overview.commands) value=thousands(c.in_flight)
+                    note=td_string!(
+                        loc,
+                        overview.commands_note,
+                        oldest = c.oldest_in_flight_age_secs.map(|a| td_string!(loc, overview.oldest_sep, age = age(a)).to_string()).unwrap_or_default(),
+                        unconfirmed = thousands(c.unconfirmed),
+                        confirmed = thousands(c.confirmed),
+                        failed = thousands(c.failed)
+                    ).to_string()
                     bad={c.unconfirmed > 0 || c.failed > 0}/>
             })}
-            <Kpi id="kpi-time-to-resolve" label="Dead letters: filed → closed, mean / p95"
+            <Kpi id="kpi-time-to-resolve" label=td_string!(loc, overview.resolve)
                 value=o.time_to_resolve.as_ref().map(|t| format!("{} / {}", age(t.mean_secs), age(t.p95_secs))).unwrap_or_else(|| "–".into())
-                note=o.time_to_resolve.as_ref().map(|t| format!("{} closed (redriven, resolved or discarded)", thousands(t.closed))).unwrap_or_else(|| "none closed in this range".into())/>
+                note=o.time_to_resolve.as_ref().map(|t| td_string!(loc, overview.resolve_note, n = thousands(t.closed)).to_string()).unwrap_or_else(|| td_string!(loc, overview.none_closed).to_string())/>
             <ProviderDelayKpi delays=o.provider_delay.clone()/>
         </dl>
         <section class="panel charts">
-            <BarChart id="chart-traffic" title=format!("Deliveries {per}") unit="events" labels=labels.clone() series=traffic/>
-            <BarChart id="chart-latency" title=format!("Receipt → effect p95 {per}") unit="ms" labels=labels.clone() series=latency/>
-            <BarChart id="chart-failures" title=format!("Failures {per}") unit="events" labels=labels series=failures/>
+            <BarChart id="chart-traffic" title=td_string!(loc, overview.chart_traffic, per = per).to_string() unit=td_string!(loc, overview.unit_events) labels=labels.clone() series=traffic/>
+            <BarChart id="chart-latency" title=td_string!(loc, overview.chart_latency, per = per).to_string() unit="ms" labels=labels.clone() series=latency/>
+            <BarChart id="chart-failures" title=td_string!(loc, overview.chart_failures, per = per).to_string() unit=td_string!(loc, overview.unit_events) labels=labels series=failures/>
         </section>
         <section class="panel" id="money-moved">
-            <h2>"Money moved"</h2>
+            <h2>{td_string!(loc, overview.money_moved)}</h2>
             {if money_rows.is_empty() {
-                Either::Left(view! { <p class="form-note">"No money moved in this range."</p> })
+                Either::Left(view! { <p class="form-note">{td_string!(loc, overview.no_money)}</p> })
             } else {
                 Either::Right(view! {
                     <table class="data compact">
-                        <thead><tr><th>"Currency"</th><th class="num">"Paid"</th><th class="num">"Refunded"</th><th class="num">"Disputed"</th></tr></thead>
+                        <thead><tr>
+                            <th>{td_string!(loc, overview.currency)}</th>
+                            <th class="num">{td_string!(loc, order.paid)}</th>
+                            <th class="num">{td_string!(loc, order.refunded)}</th>
+                            <th class="num">{td_string!(loc, order.disputed)}</th>
+                        </tr></thead>
                         <tbody>
                             {money_rows.into_iter().map(|m| {
                                 let c = Some(m.currency.clone());
                                 view! {
                                     <tr>
                                         <td>{m.currency.clone()}</td>
-                                        <td class="num">{money(m.paid, c.as_deref())}</td>
-                                        <td class="num">{money(m.refunded, c.as_deref())}</td>
-                                        <td class="num">{money(m.disputed, c.as_deref())}</td>
+                                        <td class="num">{money_in(loc, m.paid, c.as_deref())}</td>
+                                        <td class="num">{money_in(loc, m.refunded, c.as_deref())}</td>
+                                        <td class="num">{money_in(loc, m.disputed, c.as_deref())}</td>
                                     </tr>
                                 }
                             }).collect_view()}
@@ -329,10 +361,10 @@ fn OverviewView(o: Overview) -> impl IntoView {
             }}
         </section>
         <div class="breakdowns">
-            <Breakdown title="Events by type" rows=o.by_type.clone()/>
-            <Breakdown title="By provider" rows=o.by_provider.clone()/>
-            <Breakdown title="By API version" rows=o.by_api_version.clone()/>
+            <Breakdown title=td_string!(loc, overview.by_type) rows=o.by_type.clone()/>
+            <Breakdown title=td_string!(loc, overview.by_provider) rows=o.by_provider.clone()/>
+            <Breakdown title=td_string!(loc, overview.by_api_version) rows=o.by_api_version.clone()/>
         </div>
-        <p class="form-note">"Counts are written every few seconds by each instance; waiting work and dead letters are read live."</p>
+        <p class="form-note">{td_string!(loc, overview.counts_note)}</p>
     }
 }

@@ -12,7 +12,9 @@ use crate::backend::{
     RunsPage,
 };
 use crate::components::{ErrorPanel, Time};
-use crate::format::{age, rfc3339_of_ms, thousands};
+use crate::format::{age, rfc3339_of_ms, thousands_in};
+use crate::i18n::*;
+use crate::locale::{current, Locale};
 use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -41,8 +43,37 @@ fn state_class(state: &str) -> &'static str {
     }
 }
 
-fn plural(n: i64, one: &str) -> String {
-    format!("{} {one}{}", thousands(n), if n == 1 { "" } else { "s" })
+/// "1 diff", "3 diffs" in the viewer's language.
+fn diffs(loc: Locale, n: i64) -> String {
+    let text = thousands_in(loc, n);
+    if n == 1 {
+        td_string!(loc, rec.diffs_one, n = text).to_string()
+    } else {
+        td_string!(loc, rec.diffs_many, n = text).to_string()
+    }
+}
+
+/// A diff kind's meaning (backend::kind_meaning) in the viewer's language.
+fn meaning(loc: Locale, kind: &str) -> String {
+    match kind {
+        "missing_event" => td_string!(loc, diff.missing_event).to_string(),
+        "unprocessed" => td_string!(loc, diff.unprocessed).to_string(),
+        "missing_fact" => td_string!(loc, diff.missing_fact).to_string(),
+        "status_mismatch" => td_string!(loc, diff.status_mismatch).to_string(),
+        "amount_mismatch" => td_string!(loc, diff.amount_mismatch).to_string(),
+        "unknown_order" => td_string!(loc, diff.unknown_order).to_string(),
+        "window_exceeded" => td_string!(loc, diff.window_exceeded).to_string(),
+        other => kind_meaning(other).to_string(),
+    }
+}
+
+fn state_label(loc: Locale, state: &str) -> String {
+    match state {
+        "fixed" => td_string!(loc, status.fixed).to_string(),
+        "running" => td_string!(loc, status.running).to_string(),
+        "interrupted" => td_string!(loc, status.interrupted).to_string(),
+        other => crate::components::status_label(loc, other),
+    }
 }
 
 #[component]
@@ -83,19 +114,16 @@ pub fn ReconciliationPage() -> impl IntoView {
     );
     watch_running_runs(page, set_live, set_finished);
 
+    let loc = current();
     view! {
-        <Title text="Reconciliation"/>
+        <Title text=td_string!(loc, nav.reconciliation)/>
         <header class="page-header">
-            <h1>"Reconciliation"</h1>
-            <p class="lede">
-                "The provider's API against our inbox and facts: events never delivered, "
-                "changes never announced, events held but never applied. A fix goes through "
-                "the inbox with the webhook's own keys, so it can never count anything twice."
-            </p>
+            <h1>{td_string!(loc, nav.reconciliation)}</h1>
+            <p class="lede">{td_string!(loc, rec.lede)}</p>
         </header>
         <FilterForm query/>
         <ActionResults start fix resolve/>
-        <Transition fallback=|| view! { <p class="loading">"Loading reconciliation…"</p> }>
+        <Transition fallback=move || view! { <p class="loading">{td_string!(loc, rec.loading)}</p> }>
             {move || Suspend::new(async move {
                 let query = query.get();
                 match page.await {
@@ -154,25 +182,26 @@ fn watch_running_runs(
 fn FilterForm(query: Memo<DiffQuery>) -> impl IntoView {
     let q = query.get_untracked();
     let selected = |current: &Option<String>, value: &str| current.as_deref() == Some(value);
+    let loc = current();
     view! {
         <form method="get" action="/reconciliation" class="filters" id="reconcile-filter">
             <label>
-                "State "
+                {td_string!(loc, rec.state)}
                 <select name="state">
-                    <option value="">"open, by kind"</option>
-                    {STATES.map(|s| view! { <option value=s selected=selected(&q.state, s)>{s}</option> }).collect_view()}
+                    <option value="">{td_string!(loc, rec.open_by_kind)}</option>
+                    {STATES.map(|s| view! { <option value=s selected=selected(&q.state, s)>{state_label(loc, s)}</option> }).collect_view()}
                 </select>
             </label>
             <label>
-                "Kind "
+                {td_string!(loc, rec.kind)}
                 <select name="kind">
-                    <option value="">"any"</option>
+                    <option value="">{td_string!(loc, inbox.any)}</option>
                     {KINDS.map(|k| view! { <option value=k selected=selected(&q.kind, k)>{k}</option> }).collect_view()}
                 </select>
             </label>
-            <label>"Provider " <input type="text" name="provider" value=q.provider.clone() size="10"/></label>
-            <label>"Order " <input type="search" name="order_id" value=q.order_id.clone() size="16"/></label>
-            <button type="submit" class="button">"Filter"</button>
+            <label>{td_string!(loc, inbox.provider)} <input type="text" name="provider" value=q.provider.clone() size="10"/></label>
+            <label>{td_string!(loc, inbox.order)} <input type="search" name="order_id" value=q.order_id.clone() size="16"/></label>
+            <button type="submit" class="button">{td_string!(loc, inbox.filter)}</button>
         </form>
     }
 }
@@ -185,22 +214,23 @@ fn ActionResults(
     fix: ServerAction<FixReconciliationDiff>,
     resolve: ServerAction<ResolveReconciliationDiff>,
 ) -> impl IntoView {
+    let loc = current();
     view! {
         {move || start.value().get().map(|result| match result {
             Ok(ids) => Either::Left(view! {
                 <section class="panel notice" id="run-started" role="status">
-                    {format!("Started run {}.", ids.iter().map(|i| format!("#{i}")).collect::<Vec<_>>().join(", "))}
+                    {td_string!(loc, rec.started, ids = ids.iter().map(|i| format!("#{i}")).collect::<Vec<_>>().join(", ")).to_string()}
                 </section>
             }),
             Err(error) => Either::Right(view! { <ErrorPanel error/> }),
         })}
         {move || fix.pending().get().then(|| view! {
-            <section class="panel notice" id="fixing" role="status">"Asking the provider and fixing…"</section>
+            <section class="panel notice" id="fixing" role="status">{td_string!(loc, rec.fixing)}</section>
         })}
         {move || fix.value().get().map(|result| match result {
             Ok(diff) => Either::Left(view! {
                 <section class="panel notice" id="fix-result" role="status">
-                    {format!("Diff #{} {}: {}", diff.id, diff.state, diff.resolution.unwrap_or_default())}
+                    {td_string!(loc, rec.diff_result, id = diff.id, state = state_label(loc, &diff.state), resolution = diff.resolution.unwrap_or_default()).to_string()}
                 </section>
             }),
             Err(error) => Either::Right(view! { <ErrorPanel error/> }),
@@ -222,17 +252,21 @@ fn Body(
     let can_operate = page.can_operate;
     let open: i64 = page.runs.open.iter().map(|k| k.count).sum();
     let oldest = page.runs.open.iter().map(|k| k.oldest_found_at).min();
-    let summary = format!(
-        "{} open{} · last successful run {}",
-        plural(open, "diff"),
-        oldest
-            .map(|o| format!(" · oldest {}", age((now - o) / 1000)))
+    let loc = current();
+    let summary = td_string!(
+        loc,
+        rec.summary,
+        diffs = diffs(loc, open),
+        oldest = oldest
+            .map(|o| td_string!(loc, rec.oldest, age = age((now - o) / 1000)).to_string())
             .unwrap_or_default(),
-        page.runs
+        when = page
+            .runs
             .last_success_at
-            .map(|t| format!("{} ago", age((now - t) / 1000)))
-            .unwrap_or_else(|| "never".into()),
-    );
+            .map(|t| td_string!(loc, overview.ago, age = age((now - t) / 1000)).to_string())
+            .unwrap_or_else(|| td_string!(loc, overview.never).to_string())
+    )
+    .to_string();
     let grouped = page.list.is_none();
     view! {
         <p class="dlq-summary" id="reconcile-summary">{summary}</p>
@@ -248,9 +282,10 @@ fn Body(
 
 #[component]
 fn RunNow(providers: Vec<String>, start: ServerAction<StartReconciliation>) -> impl IntoView {
+    let loc = current();
     if providers.is_empty() {
         return Either::Left(view! {
-            <p class="form-note" id="run-now">"No provider has an api_key: reconciliation needs the provider's API."</p>
+            <p class="form-note" id="run-now">{td_string!(loc, rec.no_api_key)}</p>
         });
     }
     let several = providers.len() > 1;
@@ -259,7 +294,7 @@ fn RunNow(providers: Vec<String>, start: ServerAction<StartReconciliation>) -> i
             {if several {
                 Either::Left(view! {
                     <select name="provider">
-                        <option value="">"every provider"</option>
+                        <option value="">{td_string!(loc, rec.every_provider)}</option>
                         {providers.into_iter().map(|p| view! { <option value=p.clone()>{p.clone()}</option> }).collect_view()}
                     </select>
                 })
@@ -267,27 +302,30 @@ fn RunNow(providers: Vec<String>, start: ServerAction<StartReconciliation>) -> i
                 Either::Right(view! { <input type="hidden" name="provider" value=providers[0].clone()/> })
             }}
             <button type="submit" class="button primary" disabled=move || start.pending().get()>
-                {move || if start.pending().get() { "Starting…" } else { "Run now" }}
+                {move || if start.pending().get() { td_string!(loc, rec.starting) } else { td_string!(loc, rec.run_now) }}
             </button>
         </ActionForm>
     })
 }
 
-fn run_line(r: &RunView) -> String {
-    format!(
-        "{} events and {} objects compared, {} API calls, {} found, {} fixed",
-        thousands(r.events_compared),
-        thousands(r.objects_compared),
-        thousands(r.api_calls),
-        plural(r.diffs_found, "diff"),
-        thousands(r.fixed)
+fn run_line(loc: Locale, r: &RunView) -> String {
+    td_string!(
+        loc,
+        rec.run_line,
+        events = thousands_in(loc, r.events_compared),
+        objects = thousands_in(loc, r.objects_compared),
+        calls = thousands_in(loc, r.api_calls),
+        diffs = diffs(loc, r.diffs_found),
+        fixed = thousands_in(loc, r.fixed)
     )
+    .to_string()
 }
 
 /// The runs, newest first; while one runs, its counts as the last poll saw them.
 #[component]
 fn Runs(initial: RunsPage, live: ReadSignal<Option<RunsPage>>) -> impl IntoView {
     let next = initial.next_before;
+    let loc = current();
     let rows = move || {
         let runs = live.get().unwrap_or_else(|| initial.clone()).runs;
         runs.into_iter()
@@ -296,17 +334,17 @@ fn Runs(initial: RunsPage, live: ReadSignal<Option<RunsPage>>) -> impl IntoView 
                 let took = r
                     .finished_at
                     .map(|f| age((f - r.started_at) / 1000))
-                    .unwrap_or_else(|| "running…".into());
+                    .unwrap_or_else(|| td_string!(loc, dlq.running).to_string());
                 view! {
                     <tr id=format!("run-{}", r.id) data-status=r.status.clone()>
                         <td class="mono">{format!("#{}", r.id)}</td>
                         <td>{r.provider.clone()}</td>
                         <td>{r.source.clone()}</td>
-                        <td><span class=state_class(&r.status)>{r.status.clone()}</span>
+                        <td><span class=state_class(&r.status)>{state_label(loc, &r.status)}</span>
                             {running.then(|| view! { " " <progress></progress> })}</td>
                         <td class="time"><Time at=rfc3339_of_ms(r.started_at)/></td>
                         <td>{took}</td>
-                        <td class="run-counts">{run_line(&r)}</td>
+                        <td class="run-counts">{run_line(loc, &r)}</td>
                         <td class="reason">{r.error.clone().unwrap_or_default()}</td>
                     </tr>
                 }
@@ -315,16 +353,21 @@ fn Runs(initial: RunsPage, live: ReadSignal<Option<RunsPage>>) -> impl IntoView 
     };
     view! {
         <section class="panel" id="reconcile-runs">
-            <h2>"Runs"</h2>
+            <h2>{td_string!(loc, rec.runs)}</h2>
             <div class="table-wrap">
                 <table class="data compact">
                     <thead>
-                        <tr><th>"Run"</th><th>"Provider"</th><th>"From"</th><th>"Status"</th><th>"Started"</th><th>"Took"</th><th>"Compared"</th><th>"Error"</th></tr>
+                        <tr>
+                            <th>{td_string!(loc, rec.col_run)}</th><th>{td_string!(loc, rec.col_provider)}</th>
+                            <th>{td_string!(loc, rec.col_from)}</th><th>{td_string!(loc, rec.col_status)}</th>
+                            <th>{td_string!(loc, rec.col_started)}</th><th>{td_string!(loc, rec.col_took)}</th>
+                            <th>{td_string!(loc, rec.col_compared)}</th><th>{td_string!(loc, rec.col_error)}</th>
+                        </tr>
                     </thead>
                     <tbody>{rows}</tbody>
                 </table>
             </div>
-            {next.map(|b| view! { <p><a class="button" id="older-runs" href=format!("/reconciliation?runs_before={b}")>"Older runs →"</a></p> })}
+            {next.map(|b| view! { <p><a class="button" id="older-runs" href=format!("/reconciliation?runs_before={b}")>{td_string!(loc, rec.older_runs)}</a></p> })}
         </section>
     }
 }
@@ -337,9 +380,10 @@ fn Groups(
     fix: ServerAction<FixReconciliationDiff>,
     resolve: ServerAction<ResolveReconciliationDiff>,
 ) -> impl IntoView {
+    let loc = current();
     if groups.is_empty() {
         return Either::Left(view! {
-            <section class="panel empty" id="no-open-diffs"><p>"No open diffs: the provider and oncehook agree."</p></section>
+            <section class="panel empty" id="no-open-diffs"><p>{td_string!(loc, rec.agree)}</p></section>
         });
     }
     Either::Right(
@@ -352,9 +396,9 @@ fn Groups(
                     <section class="panel dlq-group" id=format!("kind-{}", g.kind) data-kind=g.kind.clone()>
                         <header class="group-header">
                             <span class="badge badge-warn">{g.kind.clone()}</span>
-                            <span class="group-error">{kind_meaning(&g.kind)}</span>
-                            <span class="group-meta">{format!("{} open · oldest {}", thousands(g.count), age((now - g.oldest_found_at) / 1000))}</span>
-                            {(g.count > shown).then(|| view! { <a class="button" href=all>{format!("All {} →", thousands(g.count))}</a> })}
+                            <span class="group-error">{meaning(loc, &g.kind)}</span>
+                            <span class="group-meta">{td_string!(loc, rec.group_meta, n = thousands_in(loc, g.count), age = age((now - g.oldest_found_at) / 1000)).to_string()}</span>
+                            {(g.count > shown).then(|| view! { <a class="button" href=all>{td_string!(loc, rec.all, n = thousands_in(loc, g.count)).to_string()}</a> })}
                         </header>
                         <DiffTable diffs=g.diffs can_operate fix resolve/>
                     </section>
@@ -382,21 +426,22 @@ fn List(
             format!("/reconciliation?{qs}&before={b}")
         }
     });
+    let loc = current();
     let title = match query.state.as_deref() {
-        Some("fixed") => "Fixed diffs (what was done, by whom)",
-        Some("resolved") => "Resolved diffs (who accepted them, and why)",
-        Some("open") => "Open diffs",
-        _ => "Diffs",
+        Some("fixed") => td_string!(loc, rec.fixed_title),
+        Some("resolved") => td_string!(loc, rec.resolved_title),
+        Some("open") => td_string!(loc, rec.open_title),
+        _ => td_string!(loc, rec.diffs_title),
     };
     view! {
         <section class="panel" id="diff-list">
             <h2>{title}</h2>
             {if list.diffs.is_empty() {
-                Either::Left(view! { <p class="form-note">"No diffs match."</p> })
+                Either::Left(view! { <p class="form-note">{td_string!(loc, rec.no_diffs)}</p> })
             } else {
                 Either::Right(view! { <DiffTable diffs=list.diffs can_operate fix resolve/> })
             }}
-            {older.map(|href| view! { <p><a class="button" id="older-diffs" href=href>"Older →"</a></p> })}
+            {older.map(|href| view! { <p><a class="button" id="older-diffs" href=href>{td_string!(loc, inbox.older)}</a></p> })}
         </section>
     }
 }
@@ -408,14 +453,16 @@ fn DiffTable(
     fix: ServerAction<FixReconciliationDiff>,
     resolve: ServerAction<ResolveReconciliationDiff>,
 ) -> impl IntoView {
+    let loc = current();
     view! {
         <div class="table-wrap">
             <table class="data diff-table">
                 <thead>
                     <tr>
-                        <th>"#"</th><th>"Kind"</th><th>"State"</th><th>"Found"</th><th>"Order"</th>
-                        <th>"Event / object"</th><th>"What differs"</th><th>"Fixed / resolved"</th>
-                        {can_operate.then(|| view! { <th>"Actions"</th> })}
+                        <th>"#"</th><th>{td_string!(loc, rec.col_kind)}</th><th>{td_string!(loc, rec.col_state)}</th>
+                        <th>{td_string!(loc, rec.col_found)}</th><th>{td_string!(loc, rec.col_order)}</th>
+                        <th>{td_string!(loc, rec.col_object)}</th><th>{td_string!(loc, rec.col_differs)}</th><th>{td_string!(loc, rec.col_closed)}</th>
+                        {can_operate.then(|| view! { <th>{td_string!(loc, dlq.col_actions)}</th> })}
                     </tr>
                 </thead>
                 <tbody>
@@ -435,9 +482,10 @@ fn DiffRow(
 ) -> impl IntoView {
     let id = d.id;
     let open = d.state == "open";
+    let loc = current();
     let closed = d.closed_at.map(|at| {
         view! {
-            <span>{format!("{} by {}: ", d.state, d.closed_by.clone().unwrap_or_default())}</span>
+            <span>{td_string!(loc, rec.closed_by, state = state_label(loc, &d.state), who = d.closed_by.clone().unwrap_or_default()).to_string()}</span>
             {d.resolution.clone().unwrap_or_default()}
             {d.fix_event_id.clone().map(|e| view! { " " <span class="mono">{format!("({e})")}</span> })}
             " " <Time at=rfc3339_of_ms(at)/>
@@ -447,7 +495,7 @@ fn DiffRow(
         <tr id=format!("diff-{id}") data-state=d.state.clone() data-kind=d.kind.clone()>
             <td class="mono">{id}</td>
             <td class="mono">{d.kind.clone()}</td>
-            <td><span class=state_class(&d.state)>{d.state.clone()}</span></td>
+            <td><span class=state_class(&d.state)>{state_label(loc, &d.state)}</span></td>
             <td class="time"><Time at=rfc3339_of_ms(d.found_at)/></td>
             <td class="mono">{d.order_id.clone().map(|o| view! { <a href=crate::backend::order_href(&o)>{o.clone()}</a> })}</td>
             <td class="mono">{d.provider_event_id.clone().or(d.object_id.clone()).unwrap_or_default()}</td>
@@ -458,14 +506,14 @@ fn DiffRow(
                     {(open && fixable(&d.kind)).then(|| view! {
                         <ActionForm action=fix attr:class="inline-form">
                             <input type="hidden" name="id" value=id/>
-                            <button type="submit" class="button primary fix">"Fix"</button>
+                            <button type="submit" class="button primary fix">{td_string!(loc, rec.fix)}</button>
                         </ActionForm>
                     })}
                     {open.then(|| view! {
                         <ActionForm action=resolve attr:class="inline-form">
                             <input type="hidden" name="id" value=id/>
-                            <input type="text" name="reason" placeholder="reason (required)" required size="14"/>
-                            <button type="submit" class="button resolve">"Resolve"</button>
+                            <input type="text" name="reason" placeholder=td_string!(loc, dlq.reason_required) required size="14"/>
+                            <button type="submit" class="button resolve">{td_string!(loc, dlq.resolve)}</button>
                         </ActionForm>
                     })}
                 </td>

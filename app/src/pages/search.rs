@@ -5,6 +5,8 @@
 use crate::api::search;
 use crate::backend::SearchHit;
 use crate::components::ErrorPanel;
+use crate::i18n::*;
+use crate::locale::current;
 use leptos::either::EitherOf3;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -15,27 +17,28 @@ pub fn SearchPage() -> impl IntoView {
     let query = use_query_map();
     let text = Memo::new(move |_| query.with(|q| q.get("q").unwrap_or_default()));
     let hit = Resource::new(move || text.get(), search);
+    let loc = current();
     view! {
-        <Title text="Search"/>
-        <Transition fallback=|| view! { <p class="loading">"Searching…"</p> }>
+        <Title text=td_string!(loc, search.title)/>
+        <Transition fallback=move || view! { <p class="loading">{td_string!(loc, search.searching)}</p> }>
             {move || Suspend::new(async move {
                 let searched = text.get_untracked();
                 match hit.await {
                     Ok(SearchHit::Nothing) => EitherOf3::A(view! {
                         <section class="panel" id="search-nothing">
-                            <h1>"Nothing found"</h1>
+                            <h1>{td_string!(loc, search.nothing)}</h1>
                             <p>
                                 {if searched.trim().is_empty() {
-                                    "Type an order id, an event id (evt_…), a payment intent (pi_…), a charge (ch_…), a refund (re_…) or a dispute (dp_…).".to_string()
+                                    td_string!(loc, search.hint).to_string()
                                 } else {
-                                    format!("No order, event or provider reference is called “{}”. Ids are matched exactly.", searched.trim())
+                                    td_string!(loc, search.no_match, text = searched.trim()).to_string()
                                 }}
                             </p>
                         </section>
                     }),
                     Ok(found) => EitherOf3::B(view! {
                         <p class="loading">
-                            <a id="search-hit" href=found.href().unwrap_or_default()>"Open what was found"</a>
+                            <a id="search-hit" href=found.href().unwrap_or_default()>{td_string!(loc, search.open)}</a>
                         </p>
                     }),
                     Err(error) => EitherOf3::C(view! { <ErrorPanel error/> }),

@@ -381,7 +381,11 @@ impl AdminBackend for StoreBackend {
         if order_id.is_empty() || order_id.len() > 255 || order_id.chars().any(char::is_control) {
             return Err(AppError::NotFound);
         }
-        order::order_detail(&self.db, order_id)
+        // The page's language, as web::dashboard provided it for this request (English
+        // outside a request: the CLI, tests calling the backend directly).
+        let loc = leptos::prelude::use_context::<app::locale::RequestLocale>()
+            .map_or(app::locale::Locale::en, |l| l.0);
+        order::order_detail_in(&self.db, order_id, loc)
             .await
             .map_err(backend_error("reading the order"))?
             .ok_or(AppError::NotFound)

@@ -5,28 +5,33 @@ use app::backend::{OrderDetail, OrderResourceView, SearchHit, TimelineEntry};
 use sqlx::Row;
 
 use crate::store::dead_letters::{self, DeadLetter};
-use crate::store::read::{order_view, OrderView};
+use crate::store::read::{order_view_in, OrderView};
 use crate::store::triage::{self, OrderRedrive};
 use crate::store::{now_ms, Db};
 
 /// Dead letters an order page lists (an order with more has a bigger problem than a page).
 const ORDER_DEAD_LETTERS: i64 = 200;
 
-pub async fn order_detail(db: &Db, order_id: &str) -> anyhow::Result<Option<OrderDetail>> {
+/// The order's "why" is in the viewer's language `loc`.
+pub async fn order_detail_in(
+    db: &Db,
+    order_id: &str,
+    loc: app::locale::Locale,
+) -> anyhow::Result<Option<OrderDetail>> {
     // The commands before the order: a refund command is confirmed in the transaction that
     // counts its money, so a command read as confirmed guarantees the order read after it
     // has the money. Read the other way round, a confirmation committed between the two
     // reads showed "confirmed" beside the old totals, and the page, seeing nothing in
     // flight, stopped reading the order again (e2e refunds.spec.ts, CI 2026-12-03).
     let commands = super::commands::of_order(db, order_id).await?;
-    let Some(view) = order_view(db, order_id).await? else {
+    let Some(view) = order_view_in(db, order_id, loc).await? else {
         return Ok(None);
     };
     // Any status: a resolved or redriven dead letter is part of the story too.
     let dead = dead_letters::of_order(db, order_id, ORDER_DEAD_LETTERS, now_ms()).await?;
     let redrives = triage::redrives_of_order(db, order_id).await?;
     let diffs = super::reconcile::of_order(db, order_id).await?;
-    let mut detail = detail(view, &dead, &redrives);
+    let mut detail = detail_in(loc, view, &dead, &redrives);
     super::commands::add_to_story(&mut detail, commands);
     // What the refund form offers: the request path's own count, without its lock.
     if let Some(room) = crate::store::commands::room_now(db, order_id).await? {
@@ -37,9 +42,15 @@ pub async fn order_detail(db: &Db, order_id: &str) -> anyhow::Result<Option<Orde
     Ok(Some(detail))
 }
 
-/// The page's view of an order; pure, so the story's order and wording are unit-tested.
-pub fn detail(view: OrderView, dead: &[DeadLetter], redrives: &[OrderRedrive]) -> OrderDetail {
-    let timeline = timeline(&view, dead, redrives);
+/// The page's view of an order, its story in the viewer's language `loc`; pure, so the
+/// story's order and wording are unit-tested.
+pub fn detail_in(
+    loc: app::locale::Locale,
+    view: OrderView,
+    dead: &[DeadLetter],
+    redrives: &[OrderRedrive],
+) -> OrderDetail {
+    let timeline = timeline(loc, &view, dead, redrives);
     OrderDetail {
         resources: view
             .facts
@@ -72,6 +83,17 @@ pub fn detail(view: OrderView, dead: &[DeadLetter], redrives: &[OrderRedrive]) -
     }
 }
 
+use app::sentences::story as say;
+
+/// A time inside a story line: as the server writes it in English (unchanged), day first
+/// in Portuguese.
+fn moment(loc: app::locale::Locale, at: &str) -> String {
+    match loc {
+        app::locale::Locale::en => at.to_string(),
+        _ => app::sentences::moment(loc, at),
+    }
+}
+
 fn entry(at: &str, kind: &str, title: String) -> TimelineEntry {
     TimelineEntry {
         at: at.to_string(),
@@ -83,17 +105,10 @@ fn entry(at: &str, kind: &str, title: String) -> TimelineEntry {
     }
 }
 
-fn minor(amount: Option<i64>, currency: Option<&str>) -> String {
-    match (amount, currency) {
-        (Some(a), Some(c)) => format!(" of {}", app::format::money(a, Some(c))),
-        (Some(a), None) => format!(" of {a} (minor units)"),
-        _ => String::new(),
-    }
-}
-
 /// Deliveries, processing, money, stale events, outbox messages, dead letters and
 /// redrives, oldest first. Entries at the same instant keep that causal order.
 fn timeline(
+    loc: app::locale::Locale,
     view: &OrderView,
     dead: &[DeadLetter],
     redrives: &[OrderRedrive],
@@ -111,25 +126,22 @@ fn timeline(
             .iter()
             .find(|e| e.provider == d.provider && e.event_id == d.event_id)
             .and_then(|e| e.event_type.clone())
-            .unwrap_or_else(|| "event".into());
+            .unwrap_or_else(|| say::event(loc));
         let mut e = if d.duplicate {
             let mut e = entry(
                 &d.received_at,
                 "redelivery",
-                format!("{} {} delivered again", event_type, d.event_id),
+                say::redelivered(loc, &event_type, &d.event_id),
             );
-            e.detail = Some(format!(
-                "A duplicate: nothing was done (correlation id {}).",
-                d.correlation_id
-            ));
+            e.detail = Some(say::duplicate(loc, &d.correlation_id));
             e
         } else {
             let mut e = entry(
                 &d.received_at,
                 "delivery",
-                format!("{} {} received from {}", event_type, d.event_id, d.provider),
+                say::received(loc, &event_type, &d.event_id, &d.provider),
             );
-            e.detail = Some(format!("Correlation id {}.", d.correlation_id));
+            e.detail = Some(say::correlation(loc, &d.correlation_id));
             e
         };
         e.href = inbox_id(&d.provider, &d.event_id);
@@ -140,14 +152,14 @@ fn timeline(
             let mut e = entry(
                 &ev.received_at,
                 "processed",
-                format!("{} waiting to be processed", ev.event_id),
+                say::waiting(loc, &ev.event_id),
             );
             e.status = Some(ev.status.clone());
             e.href = Some(format!("/events/{}", ev.id));
             story.push(e);
             continue;
         };
-        let mut e = entry(at, "processed", format!("{} processed", ev.event_id));
+        let mut e = entry(at, "processed", say::processed(loc, &ev.event_id));
         e.status = Some(ev.status.clone());
         e.detail = ev.reason.clone();
         e.href = Some(format!("/events/{}", ev.id));
@@ -155,20 +167,23 @@ fn timeline(
     }
     for l in &view.ledger {
         let currency = l.currency.as_deref().or(view.currency.as_deref());
-        let counted = app::format::money(l.counted, currency);
+        let counted = app::format::money_in(loc, l.counted, currency);
         let mut e = entry(
             &l.recorded_at,
             "money",
-            format!(
-                "{} {}{} counted: {counted}",
-                l.entry.replace('_', " "),
-                l.external_ref,
-                minor(l.amount, currency)
+            say::counted(
+                loc,
+                &say::entry(loc, &l.entry),
+                &l.external_ref,
+                &say::of_amount(loc, l.amount, currency),
+                &counted,
             ),
         );
-        e.detail = Some(format!(
-            "From {} (happened {}); the order became {}.",
-            l.event_id, l.occurred_at, l.status_after
+        e.detail = Some(say::from_event(
+            loc,
+            &l.event_id,
+            &moment(loc, &l.occurred_at),
+            &l.status_after,
         ));
         e.href = inbox_id(&l.provider, &l.event_id);
         story.push(e);
@@ -178,17 +193,19 @@ fn timeline(
         let mut e = entry(
             &s.recorded_at,
             "stale",
-            format!(
-                "{} {}{} changed nothing",
-                s.transition.replace('_', " "),
-                s.event_id,
-                minor(s.amount, currency)
+            say::changed_nothing(
+                loc,
+                &app::components::transition_label(loc, &s.transition),
+                &s.event_id,
+                &say::of_amount(loc, s.amount, currency),
             ),
         );
         e.status = Some(s.kind.clone());
-        e.detail = Some(format!(
-            "{} (happened {}; the order stayed {}).",
-            s.reason, s.occurred_at, s.order_status
+        e.detail = Some(say::stale_detail(
+            loc,
+            &s.reason,
+            &moment(loc, &s.occurred_at),
+            &s.order_status,
         ));
         e.href = inbox_id(&s.provider, &s.event_id);
         story.push(e);
@@ -197,18 +214,12 @@ fn timeline(
         let mut e = entry(
             &o.created_at,
             "outbox",
-            format!("message {} to {}", o.topic, o.sink),
+            say::message(loc, &o.topic, &o.sink),
         );
         e.status = Some(o.status.clone());
         e.detail = Some(match &o.delivered_at {
-            Some(at) => format!(
-                "Delivered {at} after {} attempt(s); idempotency key {}.",
-                o.attempts, o.idempotency_key
-            ),
-            None => format!(
-                "{} attempt(s) so far; idempotency key {}.",
-                o.attempts, o.idempotency_key
-            ),
+            Some(at) => say::delivered_after(loc, &moment(loc, at), o.attempts, &o.idempotency_key),
+            None => say::attempts_so_far(loc, o.attempts, &o.idempotency_key),
         });
         story.push(e);
     }
@@ -216,16 +227,10 @@ fn timeline(
         let mut e = entry(
             &d.first_attempt_at,
             "dead-letter",
-            format!(
-                "dead letter #{} ({} stage, {}): {}",
-                d.id, d.stage, d.error_class, d.last_error
-            ),
+            say::dead_letter(loc, d.id, &d.stage, &d.error_class, &d.last_error),
         );
         e.status = Some(d.status.clone());
-        e.detail = Some(format!(
-            "{} attempt(s); to be dealt with by {}.",
-            d.attempts, d.resolve_by
-        ));
+        e.detail = Some(say::deal_by(loc, d.attempts, &moment(loc, &d.resolve_by)));
         e.href = Some(format!("/dlq?id={}&status={}", d.id, d.status));
         story.push(e);
     }
@@ -233,10 +238,10 @@ fn timeline(
         let mut e = entry(
             &r.at,
             "redrive",
-            format!("dead letter #{} redriven by {}", r.dead_letter_id, r.actor),
+            say::redriven_by(loc, r.dead_letter_id, &r.actor),
         );
         e.detail = Some(match &r.reason {
-            Some(reason) => format!("{} (reason: {reason})", r.outcome),
+            Some(reason) => say::outcome_reason(loc, &r.outcome, reason),
             None => r.outcome.clone(),
         });
         story.push(e);

@@ -219,6 +219,7 @@ impl Access {
             .route("/auth/sign-in", post(sign_in))
             .route("/auth/sign-out", post(sign_out))
             .route("/auth/password", post(change_password))
+            .route("/auth/language", post(change_language))
             .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
             .with_state(self.clone());
         let router = dashboard
@@ -424,6 +425,8 @@ pub async fn load_principal(
                         tracing::error!("moving the session's expiry on: {e}");
                     }
                 }
+                req.extensions_mut()
+                    .insert(app::locale::UserLocaleSetting(user.locale.clone()));
                 if let Some(role) = Role::parse(&user.role) {
                     let source = client_address(&req);
                     req.extensions_mut().insert(Principal {
@@ -634,6 +637,46 @@ async fn sign_out(
         tracing::error!("sign-out: {e}");
     }
     Redirect::to("/sign-in?signed_out=1").into_response()
+}
+
+#[derive(Deserialize)]
+pub struct LanguageForm {
+    /// `en`, `pt-BR`, or empty: follow the browser's Accept-Language.
+    #[serde(default)]
+    locale: String,
+}
+
+/// The signed-in person's dashboard language (Settings → Language). Audited like every
+/// change; the page they come back to is already in the new language.
+async fn change_language(
+    State(access): State<Access>,
+    axum::Extension(principal): axum::Extension<Principal>,
+    Form(form): Form<LanguageForm>,
+) -> Response {
+    let chosen = match form.locale.trim() {
+        "" => None,
+        tag => match app::locale::parse(tag) {
+            Some(locale) => Some(app::locale::tag(locale)),
+            None => return Redirect::to("/settings?language=unknown").into_response(),
+        },
+    };
+    let now = now_ms();
+    if let Err(e) = users::set_locale(&access.db, principal.user_id, chosen, now).await {
+        tracing::error!("saving the dashboard language: {e:#}");
+        return Redirect::to("/settings?language=unavailable").into_response();
+    }
+    access
+        .audit(AuditEntry {
+            actor: &principal.name,
+            action: "user.locale",
+            target: &format!("user:{}", principal.name),
+            reason: None,
+            details: Some(chosen.unwrap_or("automatic")),
+            source: principal.source.as_deref(),
+            now,
+        })
+        .await;
+    Redirect::to("/settings?language=saved#language").into_response()
 }
 
 #[derive(Deserialize)]

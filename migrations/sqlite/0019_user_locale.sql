@@ -1,0 +1,3 @@
+-- The dashboard language each person chose (`en`, `pt-BR`); NULL follows the browser's
+-- Accept-Language.
+ALTER TABLE users ADD COLUMN locale TEXT;
