@@ -44,6 +44,7 @@ async fn a_crashed_instance_s_claims_are_taken_back_at_once_through_its_liveness
             correlation_id: "c".into(),
             received_at: 0,
             fetched_body: None,
+            derived: false,
         })
         .collect();
     oncehook::store::ingest::store_receipts(&a, &receipts)

@@ -447,6 +447,7 @@ fn receipt(event_id: &str, body: &str, received_at: i64) -> oncehook::store::ing
         correlation_id: format!("corr-{event_id}-{received_at}"),
         received_at,
         fetched_body: None,
+        derived: false,
     }
 }
 

@@ -400,6 +400,7 @@ impl Harness {
             correlation_id: "prop".into(),
             received_at: 0,
             fetched_body: None,
+            derived: false,
         }
     }
 

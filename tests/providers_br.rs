@@ -523,4 +523,65 @@ async fn mercado_pago_notifications_are_completed_from_its_api(kind: Kind) {
     server.stop();
 }
 
-both!(mercado_pago_notifications_are_completed_from_its_api);
+/// One notification is one delivery, however many facts its payment holds: a payment paid
+/// and then partly refunded, announced twice, is stored as the notification and its
+/// derived facts, but the delivery log (what the order page lists and the duplicate rate
+/// counts) holds the provider's two requests, the second a duplicate, and nothing more.
+async fn a_notification_is_one_delivery_however_many_facts_its_payment_holds(kind: Kind) {
+    let api = FakeMercadoPago::default();
+    let api_base = api.serve().await;
+    api.payments.lock().unwrap().insert(
+        "3001".into(),
+        serde_json::json!({
+            "id": 3001u64, "status": "approved", "status_detail": "partially_refunded",
+            "payment_method_id": "pix", "payment_type_id": "bank_transfer",
+            "currency_id": "BRL", "transaction_amount": 20.0,
+            "transaction_amount_refunded": 5.0, "external_reference": "order-mp-3001",
+            "date_created": "2026-12-06T10:00:00.000-03:00",
+            "date_approved": "2026-12-06T10:01:00.000-03:00",
+            "date_last_updated": "2026-12-06T10:05:00.000-03:00",
+            "refunds": [{ "id": 91, "amount": 5.0, "status": "approved",
+                          "date_created": "2026-12-06T10:05:00.000-03:00" }],
+        }),
+    );
+    let db = TestDb::new(kind).await;
+    let config = format!(
+        "[processor]\npoll_interval_ms = 50\n[[providers]]\nname = \"mercadopago\"\nscheme = \"mercadopago\"\nsecrets = [\"mp-webhook-secret-0123\"]\napi_key = \"APP_USR-test-access-token\"\napi_base = \"{api_base}\"\n"
+    );
+    let server = Binary::start(&db, &config).await;
+    for _ in 0..2 {
+        assert_eq!(
+            post_mp(&server.base, 7, "3001", "payment").await.status(),
+            200
+        );
+    }
+    let mut state = None;
+    for _ in 0..100 {
+        state = order_state(&db, "order-mp-3001").await;
+        if state.as_ref().is_some_and(|o| o.1 == 2000 && o.2 == 500) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, Some(("partially_refunded".into(), 2000, 500)));
+    let events = stored(&db, "mercadopago").await;
+    assert!(
+        events.len() > 1,
+        "the facts are stored as events: {events:?}"
+    );
+    let store = db.connect().await;
+    let deliveries: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT event_id, duplicate FROM deliveries WHERE provider = 'mercadopago' ORDER BY id",
+    )
+    .fetch_all(store.reader())
+    .await
+    .unwrap();
+    store.close().await;
+    assert_eq!(deliveries, [("7".to_string(), 0), ("7".to_string(), 1)]);
+    server.stop();
+}
+
+both!(
+    mercado_pago_notifications_are_completed_from_its_api,
+    a_notification_is_one_delivery_however_many_facts_its_payment_holds
+);

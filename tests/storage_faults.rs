@@ -86,6 +86,7 @@ fn receipt(i: usize) -> Receipt {
         correlation_id: format!("c{i}"),
         received_at: i as i64,
         fetched_body: None,
+        derived: false,
     }
 }
 

@@ -62,6 +62,7 @@ pub async fn store_direct(
                         correlation_id: uuid::Uuid::new_v4().to_string(),
                         received_at: now,
                         fetched_body: None,
+                        derived: false,
                     })
                     .collect();
                 store_receipts(&handle, &receipts).await?;

@@ -228,6 +228,7 @@ async fn receive_inner(
         correlation_id: correlation_id.clone(),
         received_at: now,
         fetched_body: None,
+        derived: false,
     };
     // A thin notification (Mercado Pago's) is completed with the payment it names before
     // anything is stored: a failure answers 503 and stores nothing, so the provider's retry
@@ -267,6 +268,7 @@ async fn receive_inner(
         let derived = Receipt {
             event_id: format!("{event_id}:{suffix}"),
             fetched_body: Some(view),
+            derived: true,
             ..receipt.clone()
         };
         if let Err(e) = state.ingestor.submit(derived).await {

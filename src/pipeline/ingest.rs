@@ -280,6 +280,7 @@ mod tests {
             correlation_id: format!("c{n}"),
             received_at: 0,
             fetched_body: None,
+            derived: false,
         };
         (receipt, oneshot::channel().0)
     }

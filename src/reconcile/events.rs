@@ -243,6 +243,7 @@ pub(super) fn receipt(run: &Run<'_>, e: &Event, event_id: &str, body: Vec<u8>) -
         correlation_id: run.correlation_id.clone(),
         received_at: now_ms(),
         fetched_body: None,
+        derived: false,
     }
 }
 

@@ -24,6 +24,11 @@ pub struct Receipt {
     /// Pago's payment): what the processor maps instead of `raw_body`, which stays the
     /// delivery as it came.
     pub fetched_body: Option<Vec<u8>>,
+    /// One of the facts a fetched payment holds, stored as an event of its own
+    /// (`<notification id>:<fact>`): no request the provider made, so it has no row in
+    /// the delivery log, which lists (and the duplicate rate counts) the provider's
+    /// requests only; the notification it came with has that row.
+    pub derived: bool,
 }
 
 /// Whether this receipt created the inbox row or repeated an event already stored.
@@ -61,7 +66,7 @@ async fn store_receipts_in_one_statement(
     let first = first_of_their_event(receipts);
     let sql = format!(
         "WITH batch (n, provider, event_id, event_type, api_version, raw_body, \
-             correlation_id, received_at, body_sha256, first, fetched_body) AS (VALUES {}), \
+             correlation_id, received_at, body_sha256, first, fetched_body, derived) AS (VALUES {}), \
          inserted AS (INSERT INTO inbox_events (provider, event_id, event_type, api_version, \
              raw_body, correlation_id, received_at, status, next_attempt_at, fetched_body) \
              SELECT provider, event_id, event_type, api_version, raw_body, correlation_id, \
@@ -74,16 +79,17 @@ async fn store_receipts_in_one_statement(
                  b.correlation_id, b.body_sha256, b.received_at \
              FROM batch b LEFT JOIN inserted i \
                  ON i.provider = b.provider AND i.event_id = b.event_id \
-             ORDER BY b.n) \
+             WHERE NOT b.derived ORDER BY b.n) \
          SELECT provider, event_id, pg_notify('{WAKE_CHANNEL}', '') FROM inserted",
-        values_list(Backend::Postgres, receipts.len(), 11)
+        values_list(Backend::Postgres, receipts.len(), 12)
     );
     let mut query = sqlx::query(&sql);
     for (n, (r, first)) in receipts.iter().zip(&first).enumerate() {
         query = bind_inbox_columns(query.bind(n as i64), r)
             .bind(hex::encode(Sha256::digest(&r.raw_body)))
             .bind(*first)
-            .bind(&r.fetched_body);
+            .bind(&r.fetched_body)
+            .bind(r.derived);
     }
     // One notification per new event in the statement; PostgreSQL folds identical ones
     // within a transaction into one.
@@ -176,22 +182,14 @@ pub async fn store_receipts_in(
     let inserted = inserted_keys(insert.fetch_all(&mut **tx).await?)?;
     let outcomes = outcomes(receipts, &first, &inserted);
 
-    let sql = format!(
-        "INSERT INTO deliveries (provider, event_id, duplicate, correlation_id, body_sha256, \
-         received_at) VALUES {}",
-        values_list(backend, receipts.len(), 6)
-    );
-    let mut log = sqlx::query(&sql);
-    for (r, stored) in receipts.iter().zip(&outcomes) {
-        log = log
-            .bind(&r.provider)
-            .bind(&r.event_id)
-            .bind(i64::from(*stored == Stored::Duplicate))
-            .bind(&r.correlation_id)
-            .bind(hex::encode(Sha256::digest(&r.raw_body)))
-            .bind(r.received_at);
+    let delivered: Vec<(&Receipt, &Stored)> = receipts
+        .iter()
+        .zip(&outcomes)
+        .filter(|(r, _)| !r.derived)
+        .collect();
+    if !delivered.is_empty() {
+        log_deliveries(tx, backend, &delivered).await?;
     }
-    log.execute(&mut **tx).await?;
 
     if backend == Backend::Postgres && outcomes.contains(&Stored::New) {
         // Delivered on commit, to workers in other processes too.
@@ -200,4 +198,29 @@ pub async fn store_receipts_in(
             .await?;
     }
     Ok(outcomes)
+}
+
+/// The delivery log's rows for the provider's requests among the receipts.
+async fn log_deliveries(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    backend: Backend,
+    delivered: &[(&Receipt, &Stored)],
+) -> anyhow::Result<()> {
+    let sql = format!(
+        "INSERT INTO deliveries (provider, event_id, duplicate, correlation_id, body_sha256, \
+         received_at) VALUES {}",
+        values_list(backend, delivered.len(), 6)
+    );
+    let mut log = sqlx::query(&sql);
+    for (r, stored) in delivered {
+        log = log
+            .bind(&r.provider)
+            .bind(&r.event_id)
+            .bind(i64::from(**stored == Stored::Duplicate))
+            .bind(&r.correlation_id)
+            .bind(hex::encode(Sha256::digest(&r.raw_body)))
+            .bind(r.received_at);
+    }
+    log.execute(&mut **tx).await?;
+    Ok(())
 }
