@@ -67,6 +67,22 @@ impl SmallDisk {
     }
 }
 
+impl SmallDisk {
+    /// Megabytes in use on the file system, as `df` counts them.
+    fn used_mb(&self) -> u64 {
+        let out = std::process::Command::new("df")
+            .args(["--output=used", "-m"])
+            .arg(&self.path)
+            .output()
+            .expect("run df");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .nth(1)
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
 impl Drop for SmallDisk {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount")
@@ -574,8 +590,14 @@ async fn postgres_full_tablespace_under_load_loses_nothing_acknowledged() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
-    let disk = SmallDisk::mount_with(64, &format!(",uid={},gid={},mode=0700", id("-u"), id("-g")))
-        .expect("root can mount");
+    // Room for the drill's own data once the filler is gone: one run stores about 9 KB a
+    // payment (45 MB for 5,165), and on a 64 MB disk a run of 7,153 filled it for real, so
+    // the retries after the fault were refused (503) by a disk the data itself had filled.
+    let disk = SmallDisk::mount_with(
+        256,
+        &format!(",uid={},gid={},mode=0700", id("-u"), id("-g")),
+    )
+    .expect("root can mount");
     let space = format!("oncehook_small_{}", std::process::id());
     let admin = common::connect_admin(&base).await;
     sqlx::query(&format!(
@@ -591,9 +613,19 @@ async fn postgres_full_tablespace_under_load_loses_nothing_acknowledged() {
         let filler = disk.fill();
         tokio::time::sleep(Duration::from_secs(3)).await;
         std::fs::remove_file(filler).unwrap();
+        eprintln!(
+            "tablespace: {} MB used once the filler was removed",
+            disk.used_mb()
+        );
         tokio::time::sleep(Duration::from_secs(2)).await;
     })
     .await;
+    let used = disk.used_mb();
+    eprintln!("tablespace: {used} MB used after the drill");
+    assert!(
+        used < 200,
+        "the drill's data ({used} MB) nearly fills the 256 MB disk: retries would meet a real full disk"
+    );
     drop(db);
     sqlx::query(&format!("DROP TABLESPACE {space}"))
         .execute(&admin)
