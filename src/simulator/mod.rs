@@ -10,6 +10,7 @@ pub mod demo;
 pub mod engine;
 pub mod ids;
 pub mod mercadopago;
+pub mod mp_search;
 pub mod plan;
 pub mod run;
 pub mod scenario;
