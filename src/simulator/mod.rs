@@ -36,8 +36,8 @@ pub enum Provider {
     /// signatures).
     #[default]
     Stripe,
-    /// Mercado Pago's payments, thin notifications signed with `x-signature`, and
-    /// `GET /v1/payments/{id}`.
+    /// Mercado Pago's payments, thin notifications signed with `x-signature`,
+    /// `GET /v1/payments/{id}` and `GET /v1/payments/search`.
     #[value(name = "mercadopago")]
     MercadoPago,
 }
