@@ -100,7 +100,8 @@ pub enum Command {
         #[arg(long, default_value_t = crate::verify::LIST_LIMIT)]
         limit: usize,
     },
-    /// Compare the provider's events and objects with ours (see the book's
+    /// Compare the provider's events and objects (Mercado Pago: its payment search) with
+    /// ours (see the book's
     /// docs/src/guides/on-call/reconciliation.md): prints the run and its diffs. Exit
     /// status 1 when a run failed.
     Reconcile(crate::cli::reconcile::ReconcileArgs),

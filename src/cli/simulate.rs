@@ -65,7 +65,8 @@ pub struct SimulateArgs {
     #[arg(long, value_enum, default_value = "stripe")]
     pub scheme: Scheme,
     /// The provider played: Stripe, or Mercado Pago (its payments, thin notifications
-    /// signed with `x-signature`, and `GET /v1/payments/{id}`; --scheme is then ignored).
+    /// signed with `x-signature`, `GET /v1/payments/{id}` and `GET /v1/payments/search`;
+    /// --scheme is then ignored).
     #[arg(long, value_enum, default_value = "stripe")]
     pub provider: crate::simulator::Provider,
     /// Where the Stripe-compatible API listens (set the provider's `api_base` to it).

@@ -87,20 +87,24 @@ fn same_state(ours: Transition, theirs: Transition) -> bool {
     ours == theirs || (ours == Transition::Settle && theirs == Transition::Pay)
 }
 
-/// One provider resource to compare.
-struct Resource<'a> {
-    kind: ResourceKind,
-    id: &'a str,
-    parent: Option<&'a str>,
+/// One provider resource to compare: what the provider shows of one payment, refund,
+/// dispute or running refund total, and the event that would bring it.
+pub(super) struct Resource<'a> {
+    pub kind: ResourceKind,
+    pub id: &'a str,
+    pub parent: Option<&'a str>,
     /// The provider's state, in its own words (for the detail).
-    status: &'a str,
-    transition: Transition,
-    event_type: &'static str,
+    pub status: &'a str,
+    pub transition: Transition,
+    pub event_type: &'static str,
     /// When the provider created the change, Unix seconds: the stamp of a fact we lack.
-    at: i64,
-    amount: i64,
-    currency: &'a str,
-    object: Value,
+    pub at: i64,
+    /// The stamp the provider's object carries for its current state (Unix ms), where it
+    /// has one (Mercado Pago's `date_last_updated`); none: the object is as of now.
+    pub stamp_ms: Option<i64>,
+    pub amount: i64,
+    pub currency: &'a str,
+    pub object: Value,
 }
 
 /// Compares one payment's objects with the order's facts.
@@ -136,6 +140,7 @@ pub fn compare_payment(
             transition,
             event_type,
             at,
+            stamp_ms: None,
             amount: if transition == Transition::Pay {
                 pi.amount_received
             } else {
@@ -158,6 +163,7 @@ pub fn compare_payment(
             // Its status says what happened, as for the webhook's `refund.updated`.
             event_type: "refund.updated",
             at: r.created,
+            stamp_ms: None,
             amount: r.amount,
             currency: &r.currency,
             object: serde_json::to_value(r).unwrap_or(Value::Null),
@@ -173,14 +179,14 @@ pub fn compare_payment(
             transition,
             event_type,
             at: d.created,
+            stamp_ms: None,
             amount: d.amount,
             currency: &d.currency,
             object: serde_json::to_value(d).unwrap_or(Value::Null),
         });
     }
 
-    let mut findings = Vec::new();
-    for mut r in resources {
+    for r in &mut resources {
         // Every built event names its order, as the payment's own metadata does.
         if r.object["metadata"]["order_id"].is_null() {
             if !r.object["metadata"].is_object() {
@@ -188,6 +194,22 @@ pub fn compare_payment(
             }
             r.object["metadata"]["order_id"] = json!(order_id);
         }
+    }
+    judge(order_id, order_currency, facts, resources, now_s)
+}
+
+/// The provider's resources of one order against its facts: a resource we lack, or a newer
+/// state of one, is a missing fact fixed by the event that brings it; a state our facts
+/// never go back from, a status mismatch; another amount or currency, an amount mismatch.
+pub(super) fn judge(
+    order_id: &str,
+    order_currency: Option<&str>,
+    facts: &[Fact],
+    resources: Vec<Resource<'_>>,
+    now_s: i64,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for r in resources {
         if let Some(ours) = order_currency {
             if !ours.eq_ignore_ascii_case(r.currency) {
                 findings.push(Finding {
@@ -228,6 +250,45 @@ pub fn compare_payment(
                     object: r.object,
                 }],
             }),
+            // A running total (Mercado Pago's `transaction_amount_refunded`) only grows: a
+            // larger one is news, a smaller one a contradiction.
+            Some(f) if r.kind == ResourceKind::RefundTotal => {
+                let ours = f.amount.unwrap_or(0);
+                if r.amount > ours {
+                    findings.push(Finding {
+                        kind: DiffKind::MissingFact,
+                        subject: format!("{}:{}:{}", r.id, r.transition.as_str(), r.amount),
+                        object_id: r.id.to_string(),
+                        detail: format!(
+                            "the provider shows {} {} {} {}, our facts {ours}: a change no event we hold announced",
+                            r.kind.as_str(),
+                            r.id,
+                            r.amount,
+                            r.currency.to_ascii_uppercase()
+                        ),
+                        fix: vec![Synth {
+                            event_type: r.event_type,
+                            transition: r.transition,
+                            created: r.at,
+                            object: r.object,
+                        }],
+                    });
+                } else if r.amount < ours {
+                    findings.push(Finding {
+                        kind: DiffKind::AmountMismatch,
+                        subject: format!("{}:amount:{}:{}", r.id, r.amount, ours),
+                        object_id: r.id.to_string(),
+                        detail: format!(
+                            "{} {} is {} {} at the provider, {ours} in our facts",
+                            r.kind.as_str(),
+                            r.id,
+                            r.amount,
+                            r.currency.to_ascii_uppercase()
+                        ),
+                        fix: vec![],
+                    });
+                }
+            }
             Some(f) if same_state(f.state, r.transition) => {
                 let ours = f.amount.unwrap_or(r.amount);
                 if ours != r.amount {
@@ -253,7 +314,7 @@ pub fn compare_payment(
                     resource_id: r.id.to_string(),
                     parent_ref: r.parent.map(str::to_owned),
                     stamp: Stamp {
-                        at_ms: now_s * 1000,
+                        at_ms: r.stamp_ms.unwrap_or(now_s * 1000),
                         sequence: None,
                         rank: r.transition.rank(),
                     },
@@ -274,7 +335,7 @@ pub fn compare_payment(
                         fix: vec![Synth {
                             event_type: r.event_type,
                             transition: r.transition,
-                            created: now_s,
+                            created: r.stamp_ms.map_or(now_s, |ms| ms / 1000),
                             object: r.object,
                         }],
                     }),
@@ -458,5 +519,44 @@ mod tests {
             compare_payment("o-1", None, &[], &p, NOW)[0].fix[0].event_type,
             "payment_intent.payment_failed"
         );
+    }
+
+    #[test]
+    fn a_running_refund_total_that_grew_is_news_one_that_shrank_a_mismatch() {
+        let total = |amount: i64| Resource {
+            kind: ResourceKind::RefundTotal,
+            id: "131",
+            parent: None,
+            status: "refunded",
+            transition: Transition::RefundTotal,
+            event_type: "payment.updated",
+            at: 1_700_000_500,
+            stamp_ms: Some(1_700_000_500_000),
+            amount,
+            currency: "BRL",
+            object: json!({"id": 131}),
+        };
+        let facts = [fact(
+            ResourceKind::RefundTotal,
+            "131",
+            Transition::RefundTotal,
+            1000,
+        )];
+        assert_eq!(
+            judge("o-1", Some("BRL"), &facts, vec![total(1000)], NOW),
+            vec![]
+        );
+        let grew = judge("o-1", Some("BRL"), &facts, vec![total(1500)], NOW);
+        assert_eq!(grew.len(), 1);
+        assert_eq!(grew[0].kind, DiffKind::MissingFact);
+        assert_eq!(grew[0].subject, "131:refund_total:1500");
+        // Stamped as the provider's object is, not as of now.
+        assert_eq!(grew[0].fix[0].created, 1_700_000_500);
+        let shrank = judge("o-1", Some("BRL"), &facts, vec![total(500)], NOW);
+        assert_eq!(shrank[0].kind, DiffKind::AmountMismatch);
+        assert!(shrank[0].fix.is_empty());
+        // One we lack entirely is missing, as any fact.
+        let none = judge("o-1", None, &[], vec![total(500)], NOW);
+        assert_eq!(none[0].kind, DiffKind::MissingFact);
     }
 }

@@ -10,6 +10,9 @@
 //!   payment intent with its latest charge, refunds and disputes, and compares them with
 //!   the order's facts (`compare`).
 //!
+//! A Mercado Pago provider lists no events: its one pass (`mercadopago`) pages the payment
+//! search over the window and compares each payment's facts with its order's.
+//!
 //! Each mismatch is a `reconciliation_diffs` row, once. Fixes never double an effect: a
 //! missing event is ingested as the API returned it, a missing fact as an event built from
 //! the objects with the webhook's own keys, an unprocessed event is redriven; each goes
@@ -18,6 +21,7 @@
 pub mod compare;
 mod events;
 pub mod job;
+mod mercadopago;
 mod objects;
 mod settings;
 
@@ -457,7 +461,11 @@ impl Reconciler {
         {
             return Err(NotStarted::NoApiKey(options.provider.clone()).into());
         }
-        let client = ApiClient::new(&provider_settings.api)?;
+        // Mercado Pago's client (its base, its refunds) is the receiver's.
+        let client = match &provider.fetch {
+            Some(mp) => mp.clone().for_mercadopago(),
+            None => ApiClient::new(&provider_settings.api)?,
+        };
         let settings = &self.settings.reconcile;
         let started_at = now_ms();
         let holder = format!(
@@ -616,6 +624,15 @@ async fn run_passes(
         fix_one(run, diff_id).await?;
         return Ok((false, run.options.since.unwrap_or(0)));
     }
+    if run.api.client.is_mercadopago() {
+        let since = mercadopago::pass(run, progress).await?;
+        objects::settle(run).await?;
+        if objects::redrive_own(run).await? > 0 {
+            objects::settle(run).await?;
+        }
+        run.save_counts().await?;
+        return Ok((false, since));
+    }
     let (resumed, since) = events::pass(run, progress).await?;
     if !run.options.dry_run {
         store::update_run(&run.r.db, run.id, &run.counts, Some(since), now_ms()).await?;
@@ -649,6 +666,9 @@ async fn fix_one(run: &mut Run<'_>, diff_id: i64) -> Result<(), RunError> {
             }
             events::compare_page(run, std::slice::from_ref(&event)).await?;
             run.counts.events_compared += 1;
+        }
+        (Some(DiffKind::MissingFact), _, Some(order_id)) if run.api.client.is_mercadopago() => {
+            mercadopago::compare_order_again(run, order_id).await?;
         }
         (Some(DiffKind::MissingFact), _, Some(order_id)) => {
             objects::compare_order(run, order_id, None).await?;

@@ -114,12 +114,12 @@ pub(super) async fn pass(
     Ok(())
 }
 
-struct OrderNow {
-    currency: Option<String>,
-    facts: Vec<Fact>,
+pub(super) struct OrderNow {
+    pub currency: Option<String>,
+    pub facts: Vec<Fact>,
 }
 
-async fn order_now(run: &Run<'_>, order_id: &str) -> Result<OrderNow, RunError> {
+pub(super) async fn order_now(run: &Run<'_>, order_id: &str) -> Result<OrderNow, RunError> {
     let mut conn = run
         .r
         .db
@@ -177,7 +177,7 @@ pub(super) async fn compare_order(
             run.now_s,
         ));
     }
-    apply(run, &provider, order_id, findings).await
+    apply(run, &provider, order_id, findings, built_receipt).await
 }
 
 /// A payment the events named that no order of ours knows.
@@ -288,12 +288,16 @@ fn built_receipt(run: &Run<'_>, object_id: &str, s: &Synth) -> Receipt {
     }
 }
 
+/// How a fix becomes what the inbox takes: the provider's event shape built from an object.
+pub(super) type BuildReceipt = fn(&Run<'_>, &str, &Synth) -> Receipt;
+
 /// Records an order's findings, then ingests the fixes of all of them in one transaction.
-async fn apply(
+pub(super) async fn apply(
     run: &mut Run<'_>,
     provider: &str,
     order_id: &str,
     findings: Vec<Finding>,
+    build: BuildReceipt,
 ) -> Result<(), RunError> {
     let mut fixes: Vec<(i64, Vec<Receipt>)> = Vec::new();
     for f in findings {
@@ -310,11 +314,7 @@ async fn apply(
             .await?;
         if let Some((diff_id, true)) = found {
             if run.auto_fix() && f.kind.auto_fixable() && !f.fix.is_empty() {
-                let receipts = f
-                    .fix
-                    .iter()
-                    .map(|s| built_receipt(run, &f.object_id, s))
-                    .collect();
+                let receipts = f.fix.iter().map(|s| build(run, &f.object_id, s)).collect();
                 fixes.push((diff_id, receipts));
             }
         }

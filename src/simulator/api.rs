@@ -67,6 +67,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
             .route("/v1/disputes", get(list_disputes))
             .route("/v1/disputes/{id}", get(get_dispute)),
         super::Provider::MercadoPago => Router::new()
+            .route("/v1/payments/search", get(super::mp_search::search))
             .route("/v1/payments/{id}", get(get_mp_payment))
             .route(
                 "/v1/payments/{id}/refunds",

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod engine;
 pub mod ids;
 pub mod mercadopago;
+pub mod mp_search;
 pub mod plan;
 pub mod run;
 pub mod scenario;
@@ -35,8 +36,8 @@ pub enum Provider {
     /// signatures).
     #[default]
     Stripe,
-    /// Mercado Pago's payments, thin notifications signed with `x-signature`, and
-    /// `GET /v1/payments/{id}`.
+    /// Mercado Pago's payments, thin notifications signed with `x-signature`,
+    /// `GET /v1/payments/{id}` and `GET /v1/payments/search`.
     #[value(name = "mercadopago")]
     MercadoPago,
 }

@@ -604,5 +604,8 @@ impl ForwardPager<'_> {
     }
 }
 
+mod mercadopago;
+pub use mercadopago::{search_date, updated_ms, PaymentPages, PaymentSearch, SEARCH_PATH};
+
 #[cfg(test)]
 mod tests;

@@ -3,13 +3,17 @@
 //! (`limit`, `starting_after`, `has_more`); 429 (with `Retry-After`), 5xx, 408, 409 and
 //! timeouts retry under the provider's `RetryPolicy`; requests are paced under its rate
 //! limit. The API key travels only in the `Authorization` header: no error, log line or
-//! `Debug` output shows it.
+//! `Debug` output shows it. Mercado Pago's calls (`GET /v1/payments/{id}`, its payment
+//! search, its refunds) go through the same client and the same rules.
 
 mod client;
 mod error;
 pub mod objects;
 
-pub use client::{ApiClient, EventQuery, ForwardPager, Pager, MAX_IDEMPOTENCY_KEY};
+pub use client::{
+    search_date, updated_ms, ApiClient, EventQuery, ForwardPager, Pager, PaymentPages,
+    PaymentSearch, MAX_IDEMPOTENCY_KEY, SEARCH_PATH,
+};
 pub use error::ApiError;
 pub use objects::{
     Charge, CreateRefund, Dispute, Event, EventData, Expandable, HasId, List, PaymentIntent, Refund,

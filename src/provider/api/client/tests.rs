@@ -474,3 +474,152 @@ async fn an_answer_beyond_the_body_cap_is_refused_not_buffered() {
     assert!(error.to_string().contains("MiB"), "{error}");
     assert_eq!(server.seen().len(), 1, "a refused answer is not retried");
 }
+
+/// A Mercado Pago payment as the search lists it, changed at `updated`.
+fn mp_payment(id: u64, updated: &str) -> serde_json::Value {
+    serde_json::json!({"id": id, "status": "approved", "external_reference": "o-1",
+        "transaction_amount": 10.5, "currency_id": "BRL",
+        "date_created": "2026-12-01T10:00:00.000-03:00", "date_last_updated": updated})
+}
+
+fn search_page(total: i64, offset: i64, results: &[serde_json::Value]) -> Response {
+    json(
+        200,
+        &serde_json::json!({"paging": {"total": total, "limit": 2, "offset": offset},
+            "results": results})
+        .to_string(),
+    )
+}
+
+fn query_of(seen: &Seen) -> std::collections::BTreeMap<String, String> {
+    url::form_urlencoded::parse(seen.uri.query().unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn search(begin_ms: i64) -> PaymentSearch {
+    PaymentSearch {
+        begin_ms,
+        end_ms: begin_ms + 86_400_000,
+        limit: 2,
+        external_reference: None,
+    }
+}
+
+#[tokio::test]
+async fn the_payment_search_pages_by_its_window_start_and_retries_a_5xx() {
+    // Three payments, two changed at the same instant; the first answer is a 503.
+    let t1 = "2026-12-02T10:00:00.000-03:00";
+    let t2 = "2026-12-02T11:00:00.000-03:00";
+    let (a, b, c) = (mp_payment(1, t1), mp_payment(2, t2), mp_payment(3, t2));
+    let pages = [vec![a.clone(), b.clone()], vec![c.clone()]];
+    let server = serve(move |n, seen| match n {
+        0 => json(
+            503,
+            r#"{"message": "try later", "error": "internal_error", "status": 503, "cause": []}"#,
+        ),
+        1 => search_page(3, 0, &pages[0]),
+        _ => {
+            let q = query_of(seen);
+            // The next page begins at the newest change read, past the one read there.
+            assert_eq!(q["begin_date"], "2026-12-02T14:00:00.000+00:00", "{q:?}");
+            assert_eq!(q["offset"], "1");
+            search_page(2, 1, &pages[1])
+        }
+    })
+    .await;
+    let begin = chrono::DateTime::parse_from_rfc3339(t1)
+        .unwrap()
+        .timestamp_millis();
+    let c = client(&server.url);
+    let mut walk = c.mercadopago_payments(search(begin));
+    let first = walk.next_page().await.unwrap().unwrap();
+    assert_eq!(first, vec![a, b]);
+    let second = walk.next_page().await.unwrap().unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(
+        walk.next_page().await.unwrap(),
+        None,
+        "a short page is the last"
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3, "the 503 was retried once");
+    let q = query_of(&seen[0]);
+    for (k, v) in [
+        ("sort", "date_last_updated"),
+        ("criteria", "asc"),
+        ("range", "date_last_updated"),
+        ("begin_date", "2026-12-02T13:00:00.000+00:00"),
+        ("end_date", "2026-12-03T13:00:00.000+00:00"),
+        ("offset", "0"),
+        ("limit", "2"),
+    ] {
+        assert_eq!(q[k], v, "{k}: {q:?}");
+    }
+    assert_eq!(seen[0].uri.path(), SEARCH_PATH);
+    assert_eq!(
+        seen[0].headers["authorization"].to_str().unwrap(),
+        format!("Bearer {KEY}")
+    );
+}
+
+#[tokio::test]
+async fn an_empty_search_window_is_one_call_and_a_refusal_is_permanent_and_clear() {
+    let server = serve(|n, _| match n {
+        0 => search_page(0, 0, &[]),
+        _ => json(
+            400,
+            r#"{"message": "Date format must be yyyy-MM-dd'T'HH:mm:ss.SSSZ.", "error": "bad_request", "status": 400, "cause": [{"code": 1001, "description": "Date format must be yyyy-MM-dd'T'HH:mm:ss.SSSZ."}]}"#,
+        ),
+    })
+    .await;
+    let c = client(&server.url);
+    let mut walk = c.mercadopago_payments(search(1_765_000_000_000));
+    assert_eq!(walk.next_page().await.unwrap(), None);
+    assert_eq!(walk.next_page().await.unwrap(), None, "and stays done");
+    assert_eq!(server.seen().len(), 1);
+    let mut walk = c.mercadopago_payments(search(1_765_000_000_000));
+    let error = walk.next_page().await.unwrap_err();
+    assert!(!error.is_transient());
+    assert_eq!(
+        error.to_string(),
+        "400 bad_request (1001): Date format must be yyyy-MM-dd'T'HH:mm:ss.SSSZ."
+    );
+    assert_eq!(server.seen().len(), 2, "not retried");
+}
+
+#[tokio::test]
+async fn a_search_answer_that_cannot_be_walked_is_an_error_not_a_skipped_page() {
+    let late = "2026-12-02T11:00:00.000-03:00";
+    let early = "2026-12-02T10:00:00.000-03:00";
+    let server = serve(move |n, _| match n {
+        0 => search_page(9, 0, &[mp_payment(1, late), mp_payment(2, early)]),
+        1 => search_page(
+            9,
+            0,
+            &[
+                mp_payment(1, late),
+                mp_payment(2, late),
+                mp_payment(3, late),
+            ],
+        ),
+        _ => search_page(9, 0, &[serde_json::json!({"id": 4})]),
+    })
+    .await;
+    let c = client(&server.url);
+    let begin = chrono::DateTime::parse_from_rfc3339(early)
+        .unwrap()
+        .timestamp_millis();
+    for expected in [
+        "not in date_last_updated order",
+        "a page of 3 payments where 2",
+        "no date_last_updated",
+    ] {
+        let error = c
+            .mercadopago_payments(search(begin))
+            .next_page()
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+}
