@@ -276,5 +276,6 @@ fn built_receipt(run: &Run<'_>, object_id: &str, s: &Synth) -> Receipt {
         correlation_id: run.correlation_id.clone(),
         received_at: now_ms(),
         fetched_body: Some(view),
+        derived: false,
     }
 }
