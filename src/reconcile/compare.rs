@@ -107,6 +107,26 @@ pub(super) struct Resource<'a> {
     pub object: Value,
 }
 
+impl Resource<'_> {
+    /// The provider shows another amount than our fact of the same state: only a person
+    /// can say which is right, so there is no fix.
+    fn amount_mismatch(&self, ours: i64) -> Finding {
+        Finding {
+            kind: DiffKind::AmountMismatch,
+            subject: format!("{}:amount:{}:{}", self.id, self.amount, ours),
+            object_id: self.id.to_string(),
+            detail: format!(
+                "{} {} is {} {} at the provider, {ours} in our facts",
+                self.kind.as_str(),
+                self.id,
+                self.amount,
+                self.currency.to_ascii_uppercase()
+            ),
+            fix: vec![],
+        }
+    }
+}
+
 /// Compares one payment's objects with the order's facts.
 pub fn compare_payment(
     order_id: &str,
@@ -274,37 +294,13 @@ pub(super) fn judge(
                         }],
                     });
                 } else if r.amount < ours {
-                    findings.push(Finding {
-                        kind: DiffKind::AmountMismatch,
-                        subject: format!("{}:amount:{}:{}", r.id, r.amount, ours),
-                        object_id: r.id.to_string(),
-                        detail: format!(
-                            "{} {} is {} {} at the provider, {ours} in our facts",
-                            r.kind.as_str(),
-                            r.id,
-                            r.amount,
-                            r.currency.to_ascii_uppercase()
-                        ),
-                        fix: vec![],
-                    });
+                    findings.push(r.amount_mismatch(ours));
                 }
             }
             Some(f) if same_state(f.state, r.transition) => {
                 let ours = f.amount.unwrap_or(r.amount);
                 if ours != r.amount {
-                    findings.push(Finding {
-                        kind: DiffKind::AmountMismatch,
-                        subject: format!("{}:amount:{}:{}", r.id, r.amount, ours),
-                        object_id: r.id.to_string(),
-                        detail: format!(
-                            "{} {} is {} {} at the provider, {ours} in our facts",
-                            r.kind.as_str(),
-                            r.id,
-                            r.amount,
-                            r.currency.to_ascii_uppercase()
-                        ),
-                        fix: vec![],
-                    });
+                    findings.push(r.amount_mismatch(ours));
                 }
             }
             Some(f) => {
